@@ -1,0 +1,1 @@
+//! The Kubernetes-compatible HTTP(S) API server of tandem.

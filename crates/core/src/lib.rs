@@ -1,0 +1,14 @@
+//! Pure Kubernetes API machinery and Windows knowledge for tandem. Nothing in this crate does I/O:
+//! the resource registry, field errors, selectors, patches, defaulting, validation, OpenAPI
+//! schemas and table printing are functions of their inputs, so they can be unit-tested
+//! exhaustively and reused by the API server, scheduler, node agent and `tandem check`.
+
+pub mod defaults;
+pub mod field;
+pub mod openapi;
+pub mod patch;
+pub mod registry;
+pub mod selector;
+pub mod table;
+pub mod typed;
+pub mod validation;

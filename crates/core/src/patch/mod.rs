@@ -1,0 +1,1 @@
+//! JSON patch, JSON merge patch, strategic merge patch and server-side apply.

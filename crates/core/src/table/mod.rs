@@ -1,0 +1,1 @@
+//! Server-side printing: the `Table` rows `kubectl get` shows, per resource type.

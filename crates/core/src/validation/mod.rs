@@ -1,0 +1,1 @@
+//! Validation of objects on create and update, as upstream `pkg/apis/*/validation` does.
