@@ -9,6 +9,7 @@ pub mod openapi;
 pub mod patch;
 pub mod registry;
 pub mod selector;
+pub mod strategy;
 pub mod table;
 pub mod typed;
 pub mod validation;

@@ -1,1 +1,3 @@
 //! JSON patch, JSON merge patch, strategic merge patch and server-side apply.
+
+pub mod strategy;
