@@ -1,1 +1,17 @@
-//! The Kubernetes-compatible HTTP(S) API server of tandem.
+//! The Kubernetes-compatible HTTP(S) API server of tandem: discovery, OpenAPI, CRUD, watch, patch,
+//! tables and subresources over the revisioned store, with a watch cache in front.
+
+pub mod bootstrap;
+pub mod cache;
+pub mod discovery;
+pub mod error;
+pub mod meta;
+pub mod output;
+mod pipeline;
+pub mod pki;
+pub mod request;
+pub mod rest;
+pub mod server;
+pub mod watch;
+
+pub use server::{ApiServer, Config, StartError};

@@ -11,5 +11,6 @@ pub mod registry;
 pub mod selector;
 pub mod strategy;
 pub mod table;
+pub mod time;
 pub mod typed;
 pub mod validation;

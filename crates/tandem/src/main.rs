@@ -1,1 +1,71 @@
-fn main() {}
+//! `tandem`: one binary for the control plane (`server`), the node agent (`agent`), the whole
+//! cluster in one process (`up`), offline manifest checks (`check`) and benchmarks (`bench`).
+
+mod bench;
+mod cluster;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "tandem", version, about = "A Kubernetes-compatible orchestrator for clusters that mix Linux and Windows nodes")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the control plane: the API server on its embedded store.
+    Server(ServerArgs),
+    /// Runs the whole cluster in one process, in the foreground.
+    Up(ServerArgs),
+    /// Runs benchmarks and prints their figures.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+/// Flags shared by `server` and `up`.
+#[derive(Args, Clone, Debug)]
+pub struct ServerArgs {
+    /// Directory for the store, certificates and kubeconfig.
+    #[arg(long, default_value = ".tandem")]
+    pub data_dir: PathBuf,
+    /// HTTPS port of the API server.
+    #[arg(long, default_value_t = 6443)]
+    pub port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind_address: IpAddr,
+    /// Where to write the admin kubeconfig (default: <data-dir>/kubeconfig).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl ServerArgs {
+    fn kubeconfig_path(&self) -> PathBuf {
+        self.kubeconfig.clone().unwrap_or_else(|| self.data_dir.join("kubeconfig"))
+    }
+    fn bind(&self) -> SocketAddr {
+        SocketAddr::new(self.bind_address, self.port)
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("TANDEM_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Server(args) => cluster::run(args, false).await,
+            Command::Up(args) => cluster::run(args, true).await,
+            Command::Bench(cmd) => bench::run(cmd).await,
+        }
+    })
+}

@@ -1,0 +1,319 @@
+//! The watch cache: every stored object of every type, kept in memory from one store watch, serving
+//! LIST and WATCH the way upstream's `k8s.io/apiserver/pkg/storage/cacher` does.
+//!
+//! One dispatcher task applies store events in revision order under a write lock, appends them to a
+//! bounded history (for watch resumption) and broadcasts them. Readers take the read lock, so a list
+//! snapshot and its resourceVersion always agree, and a watch registered under the same lock misses
+//! nothing between its starting revision and the live stream.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use serde_json::Value;
+use tandem_core::registry::{Registry, ResourceType};
+use tandem_store::{Event, KeyValue, Revision, Store, StoreError};
+use tokio::sync::{broadcast, watch};
+
+/// One object as served: parsed, with `metadata.resourceVersion` set, and its JSON encoding.
+#[derive(Debug)]
+pub struct Object {
+    pub key: String,
+    pub rv: Revision,
+    pub value: Value,
+    pub json: Bytes,
+}
+
+impl Object {
+    /// Builds the served form of a stored value: parses it and stamps `resourceVersion`.
+    pub fn from_stored(key: &str, bytes: &[u8], rv: Revision) -> Option<Object> {
+        let mut value: Value = serde_json::from_slice(bytes).ok()?;
+        set_resource_version(&mut value, rv);
+        let json = Bytes::from(serde_json::to_vec(&value).ok()?);
+        Some(Object { key: key.to_string(), rv, value, json })
+    }
+
+    pub fn from_kv(kv: &KeyValue) -> Option<Object> {
+        Self::from_stored(&kv.key, &kv.value, kv.mod_revision)
+    }
+
+    /// `metadata.namespace`, if any.
+    pub fn namespace(&self) -> Option<&str> {
+        self.value.pointer("/metadata/namespace").and_then(Value::as_str)
+    }
+}
+
+/// Sets `metadata.resourceVersion` to the decimal revision.
+pub fn set_resource_version(value: &mut Value, rv: Revision) {
+    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+}
+
+/// The watch event types of `metav1.WatchEvent`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, as every watcher of its type sees it.
+#[derive(Debug)]
+pub struct CacheEvent {
+    pub type_prefix: Arc<str>,
+    pub kind: EventType,
+    pub object: Arc<Object>,
+    pub prev: Option<Arc<Object>>,
+}
+
+impl CacheEvent {
+    pub fn rv(&self) -> Revision {
+        self.object.rv
+    }
+}
+
+struct Inner {
+    /// Objects per type key prefix (`/registry/pods/`), ordered by key.
+    types: HashMap<Arc<str>, BTreeMap<String, Arc<Object>>>,
+    /// The revision the cache reflects.
+    revision: Revision,
+    history: VecDeque<Arc<CacheEvent>>,
+    /// Every event with a revision above this one is in `history`.
+    history_floor: Revision,
+}
+
+/// How many events the cache keeps for watch resumption.
+const HISTORY_LIMIT: usize = 200_000;
+/// Broadcast capacity: a watcher further behind than this is dropped and must resume.
+const BROADCAST_CAPACITY: usize = 65_536;
+
+/// The shared cache of all types.
+pub struct Cache {
+    inner: RwLock<Inner>,
+    tx: broadcast::Sender<Arc<CacheEvent>>,
+    progress: watch::Sender<Revision>,
+    prefixes: Vec<Arc<str>>,
+}
+
+/// A consistent snapshot of one type's objects.
+pub struct Snapshot {
+    pub items: Vec<Arc<Object>>,
+    pub revision: Revision,
+}
+
+/// A registered watch: the replayed history and the live receiver.
+pub struct Subscription {
+    pub backlog: Vec<Arc<CacheEvent>>,
+    pub initial: Vec<Arc<Object>>,
+    pub revision: Revision,
+    pub live: broadcast::Receiver<Arc<CacheEvent>>,
+}
+
+/// Why a watch could not start.
+#[derive(Debug, PartialEq, Eq)]
+pub enum WatchStartError {
+    /// The revision is older than the history kept.
+    TooOld(Revision),
+}
+
+impl Cache {
+    /// Loads every object from the store and starts following its changes.
+    pub async fn start(store: Arc<dyn Store>, registry: &Registry) -> Result<Arc<Cache>, StoreError> {
+        let prefixes: Vec<Arc<str>> = registry.all().iter().map(|t| Arc::<str>::from(t.key_prefix())).collect();
+        let mut types: HashMap<Arc<str>, BTreeMap<String, Arc<Object>>> = prefixes.iter().map(|p| (p.clone(), BTreeMap::new())).collect();
+        let list = store.list("/registry/", None, None, None).await?;
+        for kv in &list.items {
+            if let Some(prefix) = prefix_of(&prefixes, &kv.key) {
+                if let (Some(map), Some(obj)) = (types.get_mut(&prefix), Object::from_kv(kv)) {
+                    map.insert(kv.key.clone(), Arc::new(obj));
+                }
+            }
+        }
+        let (tx, _) = broadcast::channel(BROADCAST_CAPACITY);
+        let (progress, _) = watch::channel(list.revision);
+        let cache = Arc::new(Cache {
+            inner: RwLock::new(Inner { types, revision: list.revision, history: VecDeque::new(), history_floor: list.revision }),
+            tx,
+            progress,
+            prefixes,
+        });
+        tokio::spawn(Self::follow(cache.clone(), store, list.revision));
+        Ok(cache)
+    }
+
+    async fn follow(cache: Arc<Cache>, store: Arc<dyn Store>, mut after: Revision) {
+        loop {
+            let mut stream = match store.watch("/registry/", after) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(error = %e, after, "watch cache cannot follow the store; relisting");
+                    match cache.relist(&store).await {
+                        Ok(rev) => after = rev,
+                        Err(e) => tracing::error!(error = %e, "relist failed"),
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            };
+            while let Some(item) = stream.next().await {
+                match item {
+                    Ok(ev) => {
+                        after = ev.revision();
+                        cache.apply(&ev);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, after, "store watch ended; resuming");
+                        break;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Rebuilds the cache from a fresh list (after the store could not resume the watch). Watchers
+    /// older than the new floor get `410 Gone` and re-list, as upstream's do after a cacher restart.
+    async fn relist(&self, store: &Arc<dyn Store>) -> Result<Revision, StoreError> {
+        let list = store.list("/registry/", None, None, None).await?;
+        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        for map in inner.types.values_mut() {
+            map.clear();
+        }
+        for kv in &list.items {
+            if let Some(prefix) = prefix_of(&self.prefixes, &kv.key) {
+                if let Some(obj) = Object::from_kv(kv) {
+                    inner.types.entry(prefix).or_default().insert(kv.key.clone(), Arc::new(obj));
+                }
+            }
+        }
+        inner.revision = list.revision;
+        inner.history.clear();
+        inner.history_floor = list.revision;
+        drop(inner);
+        self.progress.send_replace(list.revision);
+        Ok(list.revision)
+    }
+
+    fn apply(&self, ev: &Event) {
+        let Some(prefix) = prefix_of(&self.prefixes, ev.key()) else {
+            return;
+        };
+        let rev = ev.revision();
+        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        let map = inner.types.entry(prefix.clone()).or_default();
+        let cache_event = match ev {
+            Event::Put { kv, .. } => {
+                let Some(obj) = Object::from_kv(kv) else {
+                    tracing::error!(key = %kv.key, "stored value is not JSON; skipped");
+                    return;
+                };
+                let obj = Arc::new(obj);
+                let prev = map.insert(kv.key.clone(), obj.clone());
+                let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
+                Arc::new(CacheEvent { type_prefix: prefix, kind, object: obj, prev })
+            }
+            Event::Delete { prev, revision } => {
+                let old = map.remove(&prev.key);
+                let Some(obj) = Object::from_stored(&prev.key, &prev.value, *revision) else {
+                    return;
+                };
+                Arc::new(CacheEvent { type_prefix: prefix, kind: EventType::Deleted, object: Arc::new(obj), prev: old })
+            }
+        };
+        inner.revision = rev;
+        inner.history.push_back(cache_event.clone());
+        while inner.history.len() > HISTORY_LIMIT {
+            if let Some(old) = inner.history.pop_front() {
+                inner.history_floor = old.rv();
+            }
+        }
+        // Sent under the lock so that a subscriber registered under the read lock sees every event
+        // after its snapshot exactly once.
+        let _ = self.tx.send(cache_event);
+        drop(inner);
+        self.progress.send_replace(rev);
+    }
+
+    /// The revision the cache reflects.
+    pub fn revision(&self) -> Revision {
+        *self.progress.borrow()
+    }
+
+    /// Waits until the cache reflects at least `rev` (a consistent read), or `timeout` passes.
+    pub async fn wait_for(&self, rev: Revision, timeout: Duration) -> bool {
+        let mut rx = self.progress.subscribe();
+        let fut = rx.wait_for(|r| *r >= rev);
+        matches!(tokio::time::timeout(timeout, fut).await, Ok(Ok(_)))
+    }
+
+    /// The objects of `rt` under `key_prefix` (a namespace prefix or the type prefix) that `keep`
+    /// accepts, with the revision they reflect.
+    pub fn snapshot(&self, rt: &ResourceType, key_prefix: &str, mut keep: impl FnMut(&Object) -> bool) -> Snapshot {
+        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        let type_prefix = rt.key_prefix();
+        let items = inner
+            .types
+            .get(type_prefix.as_str())
+            .map(|map| {
+                map.range(key_prefix.to_string()..)
+                    .take_while(|(k, _)| k.starts_with(key_prefix))
+                    .filter(|(_, o)| keep(o))
+                    .map(|(_, o)| o.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Snapshot { items, revision: inner.revision }
+    }
+
+    /// One object by key.
+    pub fn get(&self, rt: &ResourceType, key: &str) -> Option<Arc<Object>> {
+        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        inner.types.get(rt.key_prefix().as_str()).and_then(|m| m.get(key)).cloned()
+    }
+
+    /// Registers a watch of `rt` starting after revision `from`. `from = None` means "now, with the
+    /// current objects as initial ADDED events" (upstream's resourceVersion "" / "0" semantics).
+    pub fn subscribe(&self, rt: &ResourceType, key_prefix: &str, from: Option<Revision>, send_initial: bool) -> Result<Subscription, WatchStartError> {
+        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        let type_prefix = rt.key_prefix();
+        let live = self.tx.subscribe();
+        let mut initial = Vec::new();
+        if from.is_none() || send_initial {
+            if let Some(map) = inner.types.get(type_prefix.as_str()) {
+                initial = map.range(key_prefix.to_string()..).take_while(|(k, _)| k.starts_with(key_prefix)).map(|(_, o)| o.clone()).collect();
+            }
+        }
+        let mut backlog = Vec::new();
+        if let Some(from) = from.filter(|_| !send_initial) {
+            if from < inner.history_floor {
+                return Err(WatchStartError::TooOld(from));
+            }
+            let start = inner.history.partition_point(|e| e.rv() <= from);
+            backlog = inner
+                .history
+                .iter()
+                .skip(start)
+                .filter(|e| &*e.type_prefix == type_prefix.as_str() && e.object.key.starts_with(key_prefix))
+                .cloned()
+                .collect();
+        }
+        Ok(Subscription { backlog, initial, revision: inner.revision, live })
+    }
+}
+
+fn prefix_of(prefixes: &[Arc<str>], key: &str) -> Option<Arc<str>> {
+    prefixes.iter().find(|p| key.starts_with(&***p)).cloned()
+}

@@ -1,0 +1,171 @@
+//! The one place where failures become Kubernetes `Status` responses (reason, code, causes), as
+//! upstream's `k8s.io/apimachinery/pkg/api/errors` constructs them.
+
+use serde_json::{Value, json};
+use tandem_core::field::FieldError;
+use tandem_core::registry::ResourceType;
+
+/// An API failure, carrying everything the `Status` body needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub code: u16,
+    /// Upstream `StatusReason` (`NotFound`, `AlreadyExists`, `Invalid`, …).
+    pub reason: &'static str,
+    pub message: String,
+    /// `details` (name, group, kind, causes, retryAfterSeconds), when there are any.
+    pub details: Option<Value>,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.reason, self.code, self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+fn details(rt: &ResourceType, name: &str) -> Value {
+    let mut d = json!({"name": name, "kind": rt.plural});
+    if !rt.group.is_empty() {
+        d["group"] = json!(rt.group);
+    }
+    d
+}
+
+impl ApiError {
+    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError { code, reason, message: message.into(), details: None }
+    }
+
+    /// 400 BadRequest: malformed body, bad parameters.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 404 NotFound for an object: `pods "web" not found`.
+    pub fn not_found(rt: &ResourceType, name: &str) -> Self {
+        ApiError { details: Some(details(rt, name)), ..Self::new(404, "NotFound", format!("{} \"{name}\" not found", rt.group_resource())) }
+    }
+
+    /// 404 for a path that names no resource.
+    pub fn no_route() -> Self {
+        Self::new(404, "NotFound", "the server could not find the requested resource")
+    }
+
+    /// 409 AlreadyExists: `pods "web" already exists`.
+    pub fn already_exists(rt: &ResourceType, name: &str) -> Self {
+        ApiError { details: Some(details(rt, name)), ..Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", rt.group_resource())) }
+    }
+
+    /// 409 Conflict on a stale resourceVersion, with upstream's wording.
+    pub fn conflict(rt: &ResourceType, name: &str) -> Self {
+        Self::conflict_msg(rt, name, "the object has been modified; please apply your changes to the latest version and try again")
+    }
+
+    /// 409 Conflict with a specific explanation.
+    pub fn conflict_msg(rt: &ResourceType, name: &str, why: &str) -> Self {
+        ApiError {
+            details: Some(details(rt, name)),
+            ..Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{name}\": {why}", rt.group_resource()))
+        }
+    }
+
+    /// 422 Invalid with one cause per field error: `Pod "web" is invalid: spec.containers: Required value`.
+    pub fn invalid(rt: &ResourceType, name: &str, errors: &[FieldError]) -> Self {
+        let list: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        let message = if list.len() == 1 {
+            format!("{} \"{name}\" is invalid: {}", rt.kind, list[0])
+        } else {
+            format!("{} \"{name}\" is invalid: [{}]", rt.kind, list.join(", "))
+        };
+        let causes: Vec<Value> = errors
+            .iter()
+            .map(|e| json!({"reason": e.kind.reason(), "message": e.cause_message(), "field": e.field}))
+            .collect();
+        let mut d = json!({"name": name, "kind": rt.kind, "causes": causes});
+        if !rt.group.is_empty() {
+            d["group"] = json!(rt.group);
+        }
+        ApiError { details: Some(d), ..Self::new(422, "Invalid", message) }
+    }
+
+    /// 403 Forbidden with a message.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
+    /// 405 MethodNotAllowed.
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        Self::new(405, "MethodNotAllowed", message)
+    }
+
+    /// 401 Unauthorized.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// 410 Gone (Expired): a resourceVersion or continue token that is too old.
+    pub fn gone(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    /// 413 RequestEntityTooLarge.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
+    }
+
+    /// 415 UnsupportedMediaType.
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/merge-patch+json, application/strategic-merge-patch+json, application/json-patch+json, application/apply-patch+yaml (got {content_type:?})"))
+    }
+
+    /// 406 NotAcceptable.
+    pub fn not_acceptable(message: impl Into<String>) -> Self {
+        Self::new(406, "NotAcceptable", message)
+    }
+
+    /// 500 InternalError; the cause is logged, not sent.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    /// 504 Timeout.
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::new(504, "Timeout", message)
+    }
+
+    /// The `Status` object for this error.
+    pub fn status(&self) -> Value {
+        let mut s = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            s["details"] = d.clone();
+        }
+        s
+    }
+}
+
+impl From<tandem_store::StoreError> for ApiError {
+    fn from(e: tandem_store::StoreError) -> Self {
+        use tandem_store::StoreError;
+        match e {
+            StoreError::Compacted { requested, .. } => ApiError::gone(format!("too old resource version: {requested}")),
+            StoreError::FutureRevision { requested, current } => {
+                ApiError::timeout(format!("Too large resource version: {requested}, current: {current}"))
+            }
+            other => {
+                tracing::error!(error = %other, source = ?std::error::Error::source(&other), "store failure");
+                ApiError::internal(format!("storage error: {other}"))
+            }
+        }
+    }
+}

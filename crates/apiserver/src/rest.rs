@@ -1,0 +1,787 @@
+//! Generic REST storage: create, get, list, update, patch, delete and deletecollection for every
+//! registered type, with the subresources `status`, `scale`, `binding` and `finalize`. Mirrors
+//! upstream's `k8s.io/apiserver/pkg/registry/generic/registry.Store` and the handlers in
+//! `k8s.io/apiserver/pkg/endpoints/handlers`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tandem_core::field::FieldError;
+use tandem_core::registry::{Registry, ResourceType};
+use tandem_core::selector::{FieldSelector, LabelSelector};
+use tandem_store::{Revision, Store, StoreError};
+
+use crate::cache::{Cache, Object, set_resource_version};
+use crate::error::{ApiError, ApiResult};
+use crate::meta;
+use crate::output::{self, Format, IncludeObject};
+use crate::request::Query;
+
+/// Largest request body accepted, as upstream's 3 MiB limit.
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// Shared state of the API server.
+pub struct State {
+    pub registry: Registry,
+    pub store: Arc<dyn Store>,
+    pub cache: Arc<Cache>,
+}
+
+/// Per-request context.
+pub struct Ctx {
+    pub query: Query,
+    pub format: Format,
+    pub content_type: Option<String>,
+    pub warnings: Vec<String>,
+    pub user: String,
+}
+
+impl Ctx {
+    fn dry_run(&self) -> bool {
+        self.query.get("dryRun") == Some("All")
+    }
+    fn include(&self) -> IncludeObject {
+        IncludeObject::parse(self.query.get("includeObject"))
+    }
+}
+
+/// A successful response.
+pub enum Reply {
+    /// One object (or Status) to encode in the negotiated format.
+    Value(u16, Value),
+    /// Already-encoded bytes.
+    Raw(u16, Bytes, &'static str),
+}
+
+/// Parses a request body as JSON, or YAML when the content type says so.
+pub fn decode_body(body: &[u8], content_type: Option<&str>) -> ApiResult<Value> {
+    let ct = content_type.unwrap_or("application/json").split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let value: Value = match ct.as_str() {
+        "application/yaml" | "application/apply-patch+yaml" | "text/yaml" => {
+            serde_yaml::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML body: {e}")))?
+        }
+        "application/json" | "" | "*/*" | "application/json-patch+json" | "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+            serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding JSON body: {e}")))?
+        }
+        "application/vnd.kubernetes.protobuf" => return Err(ApiError::unsupported_media_type(&ct)),
+        other => return Err(ApiError::unsupported_media_type(other)),
+    };
+    Ok(value)
+}
+
+fn parse_stored(rt: &ResourceType, kv: &tandem_store::KeyValue) -> ApiResult<Value> {
+    let mut v: Value = serde_json::from_slice(&kv.value).map_err(|e| ApiError::internal(format!("stored {} {} is corrupt: {e}", rt.kind, kv.key)))?;
+    set_resource_version(&mut v, kv.mod_revision);
+    Ok(v)
+}
+
+fn to_stored(obj: &Value) -> ApiResult<Bytes> {
+    let mut v = obj.clone();
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+    }
+    serde_json::to_vec(&v).map(Bytes::from).map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))
+}
+
+fn with_rv(mut v: Value, rv: Revision) -> Value {
+    set_resource_version(&mut v, rv);
+    v
+}
+
+/// The continue token of a paginated list: the revision the list is pinned to and the last key sent.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Continue {
+    pub revision: Revision,
+    pub start_after: String,
+}
+
+impl Continue {
+    pub fn encode(&self) -> String {
+        let raw = json!({"v": "meta.k8s.io/v1", "rv": self.revision, "start": self.start_after}).to_string();
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+    }
+    pub fn decode(token: &str) -> ApiResult<Continue> {
+        let bad = || ApiError::bad_request("continue key is not valid: the token is malformed");
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token.trim_end_matches('=')).map_err(|_| bad())?;
+        let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
+        let revision = v.get("rv").and_then(Value::as_i64).filter(|r| *r > 0).ok_or_else(bad)?;
+        let start_after = v.get("start").and_then(Value::as_str).ok_or_else(bad)?.to_string();
+        Ok(Continue { revision, start_after })
+    }
+}
+
+/// Label and field selectors of a list or watch.
+pub struct Filter {
+    labels: Option<LabelSelector>,
+    fields: Option<FieldSelector>,
+}
+
+impl Filter {
+    pub fn from_query(rt: &ResourceType, q: &Query) -> ApiResult<Filter> {
+        let labels = q.get("labelSelector").map(LabelSelector::parse).transpose().map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+        let fields = q.get("fieldSelector").map(FieldSelector::parse).transpose().map_err(|e| ApiError::bad_request(e.to_string()))?;
+        if let Some(f) = &fields {
+            f.validate(rt).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        }
+        Ok(Filter { labels, fields })
+    }
+
+    pub fn matches(&self, rt: &ResourceType, v: &Value) -> bool {
+        if let Some(l) = &self.labels {
+            if !l.matches(&meta::labels(v)) {
+                return false;
+            }
+        }
+        if let Some(f) = &self.fields {
+            return f.matches(rt, v).unwrap_or(false);
+        }
+        true
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_none() && self.fields.is_none()
+    }
+}
+
+fn int_param(q: &Query, key: &str) -> ApiResult<Option<i64>> {
+    q.int(key).map_err(ApiError::bad_request)
+}
+
+fn parse_rv(s: &str) -> ApiResult<Revision> {
+    s.parse::<Revision>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")))
+}
+
+impl State {
+    pub fn resource(&self, group: &str, version: &str, plural: &str) -> ApiResult<Arc<ResourceType>> {
+        self.registry.by_plural(group, version, plural).ok_or_else(ApiError::no_route)
+    }
+
+    // ----- reads -----
+
+    /// GET of one object, from the store (a consistent read).
+    pub async fn get(&self, rt: &ResourceType, ns: Option<&str>, name: &str) -> ApiResult<Value> {
+        let kv = self.store.get(&rt.key(ns, name)).await?.ok_or_else(|| ApiError::not_found(rt, name))?;
+        parse_stored(rt, &kv)
+    }
+
+    /// LIST, from the watch cache when it can answer consistently, else from the store at the
+    /// revision a continue token or `resourceVersion` pins.
+    pub async fn list(&self, ctx: &Ctx, rt: &ResourceType, ns: Option<&str>) -> ApiResult<Reply> {
+        let q = &ctx.query;
+        let filter = Filter::from_query(rt, q)?;
+        let limit = int_param(q, "limit")?.filter(|l| *l > 0).map(|l| l as usize);
+        let prefix = rt.namespace_prefix(ns);
+        let cont = q.get("continue").map(Continue::decode).transpose()?;
+        let rv_param = q.get("resourceVersion");
+        let rv_match = q.get("resourceVersionMatch");
+        if cont.is_some() && rv_param.is_some_and(|r| r != "0") {
+            return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
+        }
+        let exact = match (rv_param, rv_match) {
+            (Some(rv), Some("Exact")) => Some(parse_rv(rv)?),
+            (None, Some(m)) => return Err(ApiError::bad_request(format!("resourceVersionMatch is forbidden unless resourceVersion is provided (got {m:?})"))),
+            _ => None,
+        };
+
+        let (items, revision, next) = if let Some(c) = cont {
+            self.list_from_store(rt, &prefix, Some(&c.start_after), limit, c.revision, &filter).await?
+        } else if let Some(rev) = exact {
+            self.list_from_store(rt, &prefix, None, limit, rev, &filter).await?
+        } else {
+            // Consistent read from cache: wait until it reflects the store's current revision,
+            // unless the client accepts any state (resourceVersion=0).
+            if rv_param != Some("0") {
+                let target = self.store.current_revision();
+                if !self.cache.wait_for(target, Duration::from_secs(3)).await {
+                    let rev = self.store.current_revision();
+                    let (items, revision, next) = self.list_from_store(rt, &prefix, None, limit, rev, &filter).await?;
+                    return Ok(self.list_reply(ctx, rt, items, revision, next));
+                }
+            } else if let Some(min) = rv_param.and_then(|r| r.parse::<Revision>().ok()) {
+                self.cache.wait_for(min, Duration::from_secs(3)).await;
+            }
+            let snap = self.cache.snapshot(rt, &prefix, |o| filter.matches(rt, &o.value));
+            let mut items = snap.items;
+            let mut next = None;
+            if let Some(l) = limit {
+                if items.len() > l {
+                    items.truncate(l);
+                    next = items.last().map(|o| Continue { revision: snap.revision, start_after: o.key.clone() }.encode());
+                }
+            }
+            (items, snap.revision, next)
+        };
+        Ok(self.list_reply(ctx, rt, items, revision, next))
+    }
+
+    async fn list_from_store(&self, rt: &ResourceType, prefix: &str, start: Option<&str>, limit: Option<usize>, revision: Revision, filter: &Filter) -> ApiResult<(Vec<Arc<Object>>, Revision, Option<String>)> {
+        let mut items = Vec::new();
+        let mut after = start.map(str::to_string);
+        loop {
+            let page = self.store.list(prefix, after.as_deref(), limit.map(|l| l.max(16)), Some(revision)).await.map_err(|e| match e {
+                StoreError::Compacted { .. } => ApiError::gone("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."),
+                other => other.into(),
+            })?;
+            let more = page.more;
+            for kv in &page.items {
+                after = Some(kv.key.clone());
+                if let Some(obj) = Object::from_kv(kv) {
+                    if filter.matches(rt, &obj.value) {
+                        items.push(Arc::new(obj));
+                        if limit.is_some_and(|l| items.len() >= l) {
+                            let next = (more || kv.key != page.items.last().map(|k| k.key.clone()).unwrap_or_default())
+                                .then(|| Continue { revision, start_after: kv.key.clone() }.encode());
+                            return Ok((items, revision, next));
+                        }
+                    }
+                }
+            }
+            if !more {
+                return Ok((items, revision, None));
+            }
+        }
+    }
+
+    fn list_reply(&self, ctx: &Ctx, rt: &ResourceType, items: Vec<Arc<Object>>, revision: Revision, next: Option<String>) -> Reply {
+        match ctx.format {
+            Format::Table { beta } => {
+                let values: Vec<&Value> = items.iter().map(|o| &o.value).collect();
+                let table = output::table(rt, &values, Some(revision), next.as_deref(), ctx.include(), beta, true);
+                Reply::Raw(200, Bytes::from(serde_json::to_vec(&table).unwrap_or_default()), "application/json")
+            }
+            Format::Metadata { beta } => {
+                let list = output::metadata_list(&items, revision, next.as_deref(), beta);
+                Reply::Raw(200, Bytes::from(serde_json::to_vec(&list).unwrap_or_default()), "application/json")
+            }
+            Format::Json | Format::Yaml => Reply::Raw(200, output::encode_list(rt, &items, revision, next.as_deref(), None), "application/json"),
+        }
+    }
+
+    // ----- the write pipeline -----
+
+    /// Decodes a body into the type of `rt`, applying `fieldValidation` to unknown fields.
+    fn decode_typed(&self, ctx: &mut Ctx, rt: &ResourceType, body: &Value) -> ApiResult<Value> {
+        if let Some(av) = body.get("apiVersion").and_then(Value::as_str) {
+            if av != rt.api_version() {
+                return Err(ApiError::bad_request(format!("the API version in the data ({av}) does not match the expected API version ({})", rt.api_version())));
+            }
+        }
+        if let Some(kind) = body.get("kind").and_then(Value::as_str) {
+            if kind != rt.kind {
+                return Err(ApiError::bad_request(format!("the kind in the data ({kind}) does not match the expected kind ({})", rt.kind)));
+            }
+        }
+        let decoded = tandem_core::typed::roundtrip(rt, body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        if !decoded.unknown_fields.is_empty() {
+            let msgs: Vec<String> = decoded.unknown_fields.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+            match ctx.query.get("fieldValidation").unwrap_or("Warn") {
+                "Strict" => return Err(ApiError::bad_request(format!("strict decoding error: {}", msgs.join(", ")))),
+                "Ignore" => {}
+                _ => ctx.warnings.extend(msgs),
+            }
+        }
+        Ok(decoded.object)
+    }
+
+    async fn namespace_allows_create(&self, ns: &str) -> ApiResult<()> {
+        let nsrt = self.resource("", "v1", "namespaces")?;
+        let key = nsrt.key(None, ns);
+        let value = match self.cache.get(&nsrt, &key) {
+            Some(o) => o.value.clone(),
+            None => match self.store.get(&key).await? {
+                Some(kv) => parse_stored(&nsrt, &kv)?,
+                None => return Err(ApiError::not_found(&nsrt, ns)),
+            },
+        };
+        if meta::is_deleting(&value) || value.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating") {
+            return Err(ApiError {
+                details: Some(json!({"causes": [{"reason": "NamespaceTerminating", "message": format!("namespace {ns} is being terminated"), "field": "metadata.namespace"}]})),
+                ..ApiError::forbidden(format!("unable to create new content in namespace {ns} because it is being terminated"))
+            });
+        }
+        Ok(())
+    }
+
+    /// Create: decode, fill system metadata, default, validate, store.
+    pub async fn create(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, body: Value) -> ApiResult<Reply> {
+        let obj = self.prepare_create(ctx, rt, ns, body).await?;
+        let name = meta::name(&obj).unwrap_or_default().to_string();
+        if ctx.dry_run() {
+            return Ok(Reply::Value(201, obj));
+        }
+        let key = rt.key(ns, &name);
+        let kv = self.store.create(&key, to_stored(&obj)?).await.map_err(|e| match e {
+            StoreError::AlreadyExists(_) => ApiError::already_exists(rt, &name),
+            other => other.into(),
+        })?;
+        Ok(Reply::Value(201, with_rv(obj, kv.mod_revision)))
+    }
+
+    async fn prepare_create(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, body: Value) -> ApiResult<Value> {
+        if let (Some(body_ns), Some(url_ns)) = (meta::namespace(&body), ns) {
+            if !body_ns.is_empty() && body_ns != url_ns {
+                return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+            }
+        }
+        let mut obj = self.decode_typed(ctx, rt, &body)?;
+        let m = meta::meta_mut(&mut obj);
+        if rt.namespaced {
+            if let Some(ns) = ns {
+                m.insert("namespace".into(), json!(ns));
+            }
+        } else {
+            m.remove("namespace");
+        }
+        let has_name = m.get("name").and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+        if !has_name {
+            match m.get("generateName").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+                Some(prefix) => {
+                    let n = meta::generate_name(prefix);
+                    m.insert("name".into(), json!(n));
+                }
+                None => {
+                    return Err(ApiError::invalid(rt, "", &[FieldError::required("metadata.name", "name or generateName is required")]));
+                }
+            }
+        }
+        if let Some(rv) = m.get("resourceVersion").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+            let name = m.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+            return Err(ApiError::invalid(rt, &name, &[FieldError::invalid("metadata.resourceVersion", &json!(rv), "resourceVersion should not be set on objects to be created")]));
+        }
+        let uid = meta::new_uid();
+        m.insert("uid".into(), json!(uid));
+        m.insert("creationTimestamp".into(), json!(tandem_core::time::now_rfc3339()));
+        m.remove("deletionTimestamp");
+        m.remove("deletionGracePeriodSeconds");
+        m.remove("selfLink");
+        let name = m.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+        if rt.namespaced {
+            match ns {
+                Some(ns) => self.namespace_allows_create(ns).await?,
+                None => return Err(ApiError::bad_request("the namespace of the object must be set for a namespaced resource")),
+            }
+        }
+        crate::pipeline::prepare_for_create(rt, &mut obj, &uid);
+        crate::pipeline::apply_defaults(rt, &mut obj);
+        let errors = crate::pipeline::validate_create(rt, &obj);
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(rt, &name, &errors));
+        }
+        Ok(obj)
+    }
+
+    /// Finishes an update of `old` (stored at `old_rev`) to `new`: system fields, strategy,
+    /// defaults, validation, then a compare-and-swap write. Removing the last finalizer of an
+    /// object being deleted deletes it, as upstream's store does.
+    async fn commit_update(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, name: &str, mut new: Value, old: &Value, old_rev: Revision, sub: Option<&str>) -> ApiResult<Reply> {
+        {
+            let m = meta::meta_mut(&mut new);
+            for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"] {
+                match old.pointer(&format!("/metadata/{f}")) {
+                    Some(v) => m.insert(f.into(), v.clone()),
+                    None => m.remove(f),
+                };
+            }
+            m.insert("name".into(), json!(name));
+            if let Some(ns) = ns {
+                m.insert("namespace".into(), json!(ns));
+            }
+            m.remove("selfLink");
+        }
+        match sub {
+            Some("status") => crate::pipeline::prepare_for_status_update(rt, &mut new, old),
+            _ => crate::pipeline::prepare_for_update(rt, &mut new, old),
+        }
+        crate::pipeline::apply_defaults(rt, &mut new);
+        let errors = match sub {
+            Some("status") => crate::pipeline::validate_status_update(rt, &new, old),
+            _ => crate::pipeline::validate_update(rt, &new, old),
+        };
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(rt, name, &errors));
+        }
+        let key = rt.key(ns, name);
+        let finished = meta::is_deleting(&new) && meta::finalizers(&new).is_empty() && !has_spec_finalizers(rt, &new);
+        if ctx.dry_run() {
+            return Ok(Reply::Value(200, new));
+        }
+        if finished {
+            let kv = self.store.delete(&key, Some(old_rev)).await.map_err(|e| map_write_err(rt, name, e))?;
+            return Ok(Reply::Value(200, with_rv(new, kv.mod_revision)));
+        }
+        let bytes = to_stored(&new)?;
+        if to_stored(old)? == bytes {
+            // Nothing changed: upstream skips the write and keeps the resourceVersion.
+            return Ok(Reply::Value(200, with_rv(new, old_rev)));
+        }
+        let kv = self.store.update(&key, bytes, Some(old_rev)).await.map_err(|e| map_write_err(rt, name, e))?;
+        Ok(Reply::Value(200, with_rv(new, kv.mod_revision)))
+    }
+
+    /// PUT of an object or its status.
+    pub async fn update(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, name: &str, body: Value, sub: Option<&str>) -> ApiResult<Reply> {
+        if let Some(body_name) = meta::name(&body) {
+            if body_name != name {
+                return Err(ApiError::bad_request(format!("the name of the object ({body_name}) does not match the name on the URL ({name})")));
+            }
+        }
+        if let (Some(body_ns), Some(url_ns)) = (meta::namespace(&body), ns) {
+            if !body_ns.is_empty() && body_ns != url_ns {
+                return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+            }
+        }
+        let new = self.decode_typed(ctx, rt, &body)?;
+        let precondition = meta::resource_version(&new).map(parse_rv).transpose()?;
+        let key = rt.key(ns, name);
+        let kv = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(rt, name))?;
+        if precondition.is_some_and(|p| p != kv.mod_revision) {
+            return Err(ApiError::conflict(rt, name));
+        }
+        let old = parse_stored(rt, &kv)?;
+        let new = if sub == Some("finalize") {
+            // Only spec.finalizers of a Namespace changes through `finalize`.
+            let mut merged = old.clone();
+            merged["spec"]["finalizers"] = new.pointer("/spec/finalizers").cloned().unwrap_or_else(|| json!([]));
+            merged
+        } else {
+            new
+        };
+        self.commit_update(ctx, rt, ns, name, new, &old, kv.mod_revision, sub.filter(|s| *s == "status")).await
+    }
+
+    /// PATCH (JSON, merge, strategic merge) and server-side apply.
+    pub async fn patch(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, name: &str, body: &[u8], sub: Option<&str>) -> ApiResult<Reply> {
+        let ct = ctx.content_type.clone().unwrap_or_default();
+        let ct = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let kind = match ct.as_str() {
+            "application/json-patch+json" => PatchKind::Json,
+            "application/merge-patch+json" => PatchKind::Merge,
+            "application/strategic-merge-patch+json" => PatchKind::Strategic,
+            "application/apply-patch+yaml" | "application/apply-patch+cbor" => PatchKind::Apply,
+            other => return Err(ApiError::unsupported_media_type(other)),
+        };
+        let patch = decode_body(body, Some(if kind == PatchKind::Apply { "application/yaml" } else { "application/json" }))?;
+        let key = rt.key(ns, name);
+        for _attempt in 0..8 {
+            let current = self.store.get(&key).await?;
+            let Some(kv) = current else {
+                if kind == PatchKind::Apply {
+                    let manager = ctx.query.get("fieldManager").unwrap_or("unknown").to_string();
+                    let force = ctx.query.bool("force");
+                    let now = tandem_core::time::now_rfc3339();
+                    let def = tandem_core::openapi::root_definition(&rt.api_version(), &rt.kind);
+                    let obj = tandem_core::patch::server_side_apply(None, &patch, &manager, force, def, &now).map_err(|e| ApiError::conflict_msg(rt, name, &e.to_string()))?;
+                    return self.create(ctx, rt, ns, obj).await;
+                }
+                return Err(ApiError::not_found(rt, name));
+            };
+            let old = parse_stored(rt, &kv)?;
+            // A scale patch applies to the Scale view of the object.
+            let base = if sub == Some("scale") { self.scale_of(rt, &old) } else { old.clone() };
+            let patched = self.apply_patch(ctx, rt, name, kind, &base, &patch)?;
+            if let Some(rv) = meta::resource_version(&patched) {
+                if parse_rv(rv)? != kv.mod_revision {
+                    return Err(ApiError::conflict(rt, name));
+                }
+            }
+            if let (Some(pn), true) = (meta::name(&patched), kind != PatchKind::Apply) {
+                if pn != name {
+                    return Err(ApiError::bad_request(format!("the name of the object ({pn}) does not match the name on the URL ({name})")));
+                }
+            }
+            if sub == Some("scale") {
+                return self.write_scale(ctx, rt, ns, name, &old, kv.mod_revision, &patched).await;
+            }
+            let new = self.decode_typed(ctx, rt, &patched)?;
+            match self.commit_update(ctx, rt, ns, name, new, &old, kv.mod_revision, sub).await {
+                Err(e) if e.code == 409 && e.reason == "Conflict" && meta::resource_version(&patched).is_none() => continue,
+                other => return other,
+            }
+        }
+        Err(ApiError::conflict(rt, name))
+    }
+
+    fn apply_patch(&self, ctx: &Ctx, rt: &ResourceType, name: &str, kind: PatchKind, old: &Value, patch: &Value) -> ApiResult<Value> {
+        let invalid = |msg: String| ApiError::invalid(rt, name, &[FieldError::invalid("patch", &json!(patch.to_string()), msg)]);
+        let def = if old.get("kind").and_then(Value::as_str) == Some("Scale") { None } else { tandem_core::openapi::root_definition(&rt.api_version(), &rt.kind) };
+        match kind {
+            PatchKind::Json => tandem_core::patch::json_patch(old, patch).map_err(|e| invalid(e.to_string())),
+            PatchKind::Merge => {
+                if !patch.is_object() {
+                    return Err(ApiError::bad_request("merge patch must be a JSON object"));
+                }
+                Ok(tandem_core::patch::merge_patch(old, patch))
+            }
+            PatchKind::Strategic => {
+                if !patch.is_object() {
+                    return Err(ApiError::bad_request("strategic merge patch must be a JSON object"));
+                }
+                tandem_core::patch::strategic_merge_patch(old, patch, def).map_err(|e| ApiError::bad_request(e.to_string()))
+            }
+            PatchKind::Apply => {
+                let manager = ctx.query.get("fieldManager").ok_or_else(|| ApiError::bad_request("PATCH requests of type application/apply-patch+yaml require a fieldManager query parameter"))?;
+                let now = tandem_core::time::now_rfc3339();
+                tandem_core::patch::server_side_apply(Some(old), patch, manager, ctx.query.bool("force"), def, &now).map_err(|e| ApiError::conflict_msg(rt, name, &e.to_string()))
+            }
+        }
+    }
+
+    // ----- scale -----
+
+    /// The `autoscaling/v1` Scale of a workload.
+    pub fn scale_of(&self, rt: &ResourceType, obj: &Value) -> Value {
+        let selector = obj.pointer("/spec/selector").map(|s| match s.get("matchLabels").or(Some(s)) {
+            Some(Value::Object(m)) if rt.kind != "ReplicationController" || !m.is_empty() => {
+                let mut parts: Vec<String> = m.iter().filter_map(|(k, v)| v.as_str().map(|v| format!("{k}={v}"))).collect();
+                parts.sort();
+                parts.join(",")
+            }
+            _ => String::new(),
+        });
+        json!({
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                "name": meta::name(obj),
+                "namespace": meta::namespace(obj),
+                "uid": meta::uid(obj),
+                "resourceVersion": meta::resource_version(obj),
+                "creationTimestamp": obj.pointer("/metadata/creationTimestamp"),
+            },
+            "spec": {"replicas": obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0)},
+            "status": {"replicas": obj.pointer("/status/replicas").and_then(Value::as_i64).unwrap_or(0), "selector": selector.unwrap_or_default()},
+        })
+    }
+
+    /// PUT of a Scale.
+    pub async fn update_scale(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, name: &str, body: Value) -> ApiResult<Reply> {
+        let key = rt.key(ns, name);
+        let kv = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(rt, name))?;
+        let old = parse_stored(rt, &kv)?;
+        if let Some(rv) = meta::resource_version(&body) {
+            if parse_rv(rv)? != kv.mod_revision {
+                return Err(ApiError::conflict(rt, name));
+            }
+        }
+        self.write_scale(ctx, rt, ns, name, &old, kv.mod_revision, &body).await
+    }
+
+    async fn write_scale(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, name: &str, old: &Value, old_rev: Revision, scale: &Value) -> ApiResult<Reply> {
+        let replicas = match scale.pointer("/spec/replicas") {
+            None | Some(Value::Null) => 0,
+            Some(v) => v.as_i64().ok_or_else(|| ApiError::bad_request("Scale spec.replicas must be an integer"))?,
+        };
+        if replicas < 0 {
+            let scale_rt = ResourceType { kind: "Scale".into(), ..rt.clone() };
+            return Err(ApiError::invalid(&scale_rt, name, &[FieldError::invalid("spec.replicas", &json!(replicas), "must be greater than or equal to 0")]));
+        }
+        let mut new = old.clone();
+        new["spec"]["replicas"] = json!(replicas);
+        match self.commit_update(ctx, rt, ns, name, new, old, old_rev, None).await? {
+            Reply::Value(code, v) => Ok(Reply::Value(code, self.scale_of(rt, &v))),
+            other => Ok(other),
+        }
+    }
+
+    // ----- binding -----
+
+    /// POST pods/<name>/binding: assigns the pod to a node, once (upstream `BindingREST.Create`).
+    pub async fn bind(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, name: &str, body: Value) -> ApiResult<Reply> {
+        let node = body.pointer("/target/name").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
+        let Some(node) = node else {
+            let binding = ResourceType { kind: "Binding".into(), ..rt.clone() };
+            return Err(ApiError::invalid(&binding, name, &[FieldError::required("target.name", "")]));
+        };
+        let key = rt.key(ns, name);
+        for _ in 0..5 {
+            let kv = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(rt, name))?;
+            let old = parse_stored(rt, &kv)?;
+            if meta::is_deleting(&old) {
+                return Err(ApiError::conflict_msg(rt, name, "pod is being deleted, cannot be assigned to a host"));
+            }
+            if let Some(existing) = old.pointer("/spec/nodeName").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+                return Err(ApiError::conflict_msg(rt, name, &format!("pod {name} is already assigned to node \"{existing}\"")));
+            }
+            let mut new = old.clone();
+            new["spec"]["nodeName"] = json!(node);
+            let now = tandem_core::time::now_rfc3339();
+            let conds = new["status"]["conditions"].as_array().cloned().unwrap_or_default();
+            let mut conds: Vec<Value> = conds.into_iter().filter(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled")).collect();
+            conds.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now}));
+            new["status"]["conditions"] = json!(conds);
+            if ctx.dry_run() {
+                return Ok(Reply::Value(201, success_status()));
+            }
+            let bytes = to_stored(&new)?;
+            match self.store.update(&key, bytes, Some(kv.mod_revision)).await {
+                Ok(_) => return Ok(Reply::Value(201, success_status())),
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(map_write_err(rt, name, e)),
+            }
+        }
+        Err(ApiError::conflict(rt, name))
+    }
+
+    // ----- delete -----
+
+    /// DELETE of one object, honouring preconditions, grace periods, finalizers and the
+    /// propagation policy (upstream `Store.Delete` with `BeforeDelete`).
+    pub async fn delete(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, name: &str, opts: &Value) -> ApiResult<Reply> {
+        let key = rt.key(ns, name);
+        let grace_param = int_param(&ctx.query, "gracePeriodSeconds")?.or_else(|| opts.get("gracePeriodSeconds").and_then(Value::as_i64));
+        let propagation = ctx
+            .query
+            .get("propagationPolicy")
+            .map(str::to_string)
+            .or_else(|| opts.get("propagationPolicy").and_then(Value::as_str).map(str::to_string))
+            .or_else(|| match opts.get("orphanDependents").and_then(Value::as_bool) {
+                Some(true) => Some("Orphan".to_string()),
+                _ => None,
+            });
+        if let Some(p) = &propagation {
+            if !matches!(p.as_str(), "Orphan" | "Background" | "Foreground") {
+                return Err(ApiError::invalid(rt, name, &[FieldError::not_supported("propagationPolicy", &json!(p), &["Foreground", "Background", "Orphan"])]));
+            }
+        }
+        if ctx.query.get("dryRun").is_some_and(|d| d != "All") {
+            return Err(ApiError::bad_request("unsupported dryRun value: only All is supported"));
+        }
+        for _ in 0..8 {
+            let kv = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(rt, name))?;
+            let old = parse_stored(rt, &kv)?;
+            if let Some(uid) = opts.pointer("/preconditions/uid").and_then(Value::as_str) {
+                if Some(uid) != meta::uid(&old) {
+                    return Err(ApiError::conflict_msg(rt, name, &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::uid(&old).unwrap_or(""))));
+                }
+            }
+            if let Some(rv) = opts.pointer("/preconditions/resourceVersion").and_then(Value::as_str) {
+                if parse_rv(rv)? != kv.mod_revision {
+                    return Err(ApiError::conflict_msg(rt, name, &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", kv.mod_revision)));
+                }
+            }
+            let grace = self.grace_period(rt, &old, grace_param);
+            let mut finalizers = meta::finalizers(&old);
+            match propagation.as_deref() {
+                Some("Foreground") if !finalizers.iter().any(|f| f == "foregroundDeletion") => {
+                    finalizers.retain(|f| f != "orphan");
+                    finalizers.push("foregroundDeletion".into());
+                }
+                Some("Orphan") if !finalizers.iter().any(|f| f == "orphan") => {
+                    finalizers.retain(|f| f != "foregroundDeletion");
+                    finalizers.push("orphan".into());
+                }
+                Some("Background") => finalizers.retain(|f| f != "orphan" && f != "foregroundDeletion"),
+                _ => {}
+            }
+            let pending_spec = has_spec_finalizers(rt, &old);
+            if finalizers.is_empty() && grace == 0 && !pending_spec {
+                if ctx.dry_run() {
+                    return Ok(Reply::Value(200, old));
+                }
+                match self.store.delete(&key, Some(kv.mod_revision)).await {
+                    Ok(d) => return Ok(Reply::Value(200, with_rv(old, d.mod_revision))),
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(rt, name)),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            // Graceful or finalized deletion: mark, and let the owner of the finalizer (or the
+            // node agent, for pods) finish it.
+            let mut new = old.clone();
+            let now = tandem_core::time::unix(std::time::SystemTime::now()).0;
+            let m = meta::meta_mut(&mut new);
+            let existing_grace = m.get("deletionGracePeriodSeconds").and_then(Value::as_i64);
+            if m.get("deletionTimestamp").is_none_or(Value::is_null) || existing_grace.is_some_and(|g| grace < g) {
+                m.insert("deletionTimestamp".into(), json!(tandem_core::time::format_rfc3339(now + grace)));
+                m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+            }
+            if finalizers.is_empty() {
+                m.remove("finalizers");
+            } else {
+                m.insert("finalizers".into(), json!(finalizers));
+            }
+            if rt.kind == "Namespace" && rt.group.is_empty() {
+                new["status"]["phase"] = json!("Terminating");
+            }
+            if ctx.dry_run() {
+                return Ok(Reply::Value(200, new));
+            }
+            let bytes = to_stored(&new)?;
+            if to_stored(&old)? == bytes {
+                return Ok(Reply::Value(200, old));
+            }
+            match self.store.update(&key, bytes, Some(kv.mod_revision)).await {
+                Ok(u) => return Ok(Reply::Value(200, with_rv(new, u.mod_revision))),
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(map_write_err(rt, name, e)),
+            }
+        }
+        Err(ApiError::conflict(rt, name))
+    }
+
+    /// The grace period a deletion gets: pods on a node that are not finished get their
+    /// `terminationGracePeriodSeconds` (or the request's), everything else is immediate.
+    fn grace_period(&self, rt: &ResourceType, obj: &Value, requested: Option<i64>) -> i64 {
+        if !(rt.group.is_empty() && rt.kind == "Pod") {
+            return 0;
+        }
+        let scheduled = obj.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+        let finished = matches!(obj.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
+        if !scheduled || finished {
+            return 0;
+        }
+        let grace = requested.unwrap_or_else(|| obj.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(30));
+        // Upstream turns a requested 0 into 1 for pods unless forced; a 0 from the client after
+        // the node agent has stopped the containers is the agent's final delete.
+        grace.max(0)
+    }
+
+    /// DELETE of a collection: every object matching the selectors.
+    pub async fn delete_collection(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, opts: &Value) -> ApiResult<Reply> {
+        let filter = Filter::from_query(rt, &ctx.query)?;
+        let prefix = rt.namespace_prefix(ns);
+        let snap = self.cache.snapshot(rt, &prefix, |o| filter.matches(rt, &o.value));
+        let mut deleted = Vec::new();
+        for obj in snap.items {
+            let name = meta::name(&obj.value).unwrap_or_default().to_string();
+            let ns = obj.namespace().map(str::to_string);
+            match self.delete(ctx, rt, ns.as_deref(), &name, opts).await {
+                Ok(Reply::Value(_, v)) => deleted.push(v),
+                Ok(_) => {}
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Reply::Value(200, json!({"kind": rt.list_kind(), "apiVersion": rt.api_version(), "metadata": {"resourceVersion": self.store.current_revision().to_string()}, "items": deleted})))
+    }
+}
+
+fn has_spec_finalizers(rt: &ResourceType, obj: &Value) -> bool {
+    rt.group.is_empty() && rt.kind == "Namespace" && obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty())
+}
+
+fn map_write_err(rt: &ResourceType, name: &str, e: StoreError) -> ApiError {
+    match e {
+        StoreError::Conflict { .. } => ApiError::conflict(rt, name),
+        StoreError::NotFound(_) => ApiError::not_found(rt, name),
+        StoreError::AlreadyExists(_) => ApiError::already_exists(rt, name),
+        other => other.into(),
+    }
+}
+
+/// A `Status` of success, as binding and some deletes return.
+pub fn success_status() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+}
+
+/// The kinds of PATCH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchKind {
+    Json,
+    Merge,
+    Strategic,
+    Apply,
+}

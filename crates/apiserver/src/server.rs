@@ -1,0 +1,368 @@
+//! The HTTPS listener: TLS with optional client certificates, authentication (client certificate
+//! or bearer token; anonymous requests get 401), routing to discovery, OpenAPI, health and
+//! resource handlers, and response encoding.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::UnsyncBoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::Value;
+use tandem_core::registry::Registry;
+use tandem_store::Store;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use crate::cache::Cache;
+use crate::error::{ApiError, ApiResult};
+use crate::output;
+use crate::pki::{Pki, PkiError, subject_identity};
+use crate::request::{Query, Verb, parse_resource_path};
+use crate::rest::{Ctx, MAX_BODY, Reply, State, decode_body};
+use crate::{discovery, watch};
+
+type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// How to start the API server.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the PKI lives (`<data_dir>/pki`).
+    pub data_dir: PathBuf,
+    /// Address to listen on; port 0 picks a free port.
+    pub bind: SocketAddr,
+    /// Where to write the admin kubeconfig, if anywhere.
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// Failures starting the server.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot prepare certificates")]
+    Pki(#[from] PkiError),
+    #[error("invalid TLS material")]
+    Tls(#[from] rustls::Error),
+    #[error("invalid TLS client verifier")]
+    Verifier(#[from] rustls::server::VerifierBuilderError),
+    #[error("cannot read PEM data")]
+    Pem(#[from] rustls::pki_types::pem::Error),
+    #[error("cannot listen on {addr}")]
+    Listen { addr: SocketAddr, #[source] source: std::io::Error },
+    #[error("cannot load the watch cache from the store")]
+    Store(#[from] tandem_store::StoreError),
+    #[error("cannot create the initial namespaces: {0}")]
+    Bootstrap(ApiError),
+}
+
+/// A running API server.
+pub struct ApiServer {
+    pub state: Arc<State>,
+    pub local_addr: SocketAddr,
+    pub pki: Pki,
+    accept_task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.accept_task.abort();
+    }
+}
+
+/// Who made a request.
+#[derive(Debug, Clone)]
+struct Identity {
+    user: String,
+}
+
+impl ApiServer {
+    /// Loads (or creates) the PKI, fills the watch cache, creates the initial namespaces and starts
+    /// listening.
+    pub async fn start(config: Config, store: Arc<dyn Store>) -> Result<ApiServer, StartError> {
+        let pki = Pki::load_or_create(&config.data_dir, &[])?;
+        let registry = Registry::builtin();
+        let cache = Cache::start(store.clone(), &registry).await?;
+        let state = Arc::new(State { registry, store, cache });
+        crate::bootstrap::ensure_namespaces(&state).await.map_err(StartError::Bootstrap)?;
+
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(pki.ca_pem.as_bytes()) {
+            roots.add(cert?)?;
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone()).allow_unauthenticated().build()?;
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pki.serving_cert_pem.as_bytes()).collect::<Result<_, _>>()?;
+        let key = PrivateKeyDer::from_pem_slice(pki.serving_key_pem.as_bytes())?;
+        let mut tls = rustls::ServerConfig::builder_with_provider(provider).with_safe_default_protocol_versions()?.with_client_cert_verifier(verifier).with_single_cert(certs, key)?;
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let acceptor = TlsAcceptor::from(Arc::new(tls));
+
+        let listener = TcpListener::bind(config.bind).await.map_err(|source| StartError::Listen { addr: config.bind, source })?;
+        let local_addr = listener.local_addr().map_err(|source| StartError::Listen { addr: config.bind, source })?;
+        if let Some(path) = &config.kubeconfig {
+            let host = if local_addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { local_addr.ip().to_string() };
+            pki.write_admin_kubeconfig(path, &format!("https://{host}:{}", local_addr.port()))?;
+        }
+        let tokens: Arc<Vec<(String, String)>> = Arc::new(pki.tokens.iter().map(|t| (t.token.clone(), t.user.clone())).collect());
+        let accept_state = state.clone();
+        let accept_task = tokio::spawn(async move {
+            loop {
+                let (tcp, peer) = match listener.accept().await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = tcp.set_nodelay(true);
+                let acceptor = acceptor.clone();
+                let state = accept_state.clone();
+                let tokens = tokens.clone();
+                tokio::spawn(async move {
+                    let tls = match acceptor.accept(tcp).await {
+                        Ok(t) => t,
+                        Err(e) => {
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                    };
+                    let cert_identity = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| subject_identity(c)).map(|(user, _groups)| Identity { user });
+                    let service = hyper::service::service_fn(move |req| {
+                        let state = state.clone();
+                        let tokens = tokens.clone();
+                        let identity = cert_identity.clone();
+                        async move { Ok::<_, Infallible>(handle(state, identity, &tokens, req).await) }
+                    });
+                    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    if let Err(e) = builder.serve_connection_with_upgrades(TokioIo::new(tls), service).await {
+                        tracing::debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                });
+            }
+        });
+        Ok(ApiServer { state, local_addr, pki, accept_task })
+    }
+}
+
+fn full(bytes: Bytes) -> Body {
+    Full::new(bytes).map_err(|never| match never {}).boxed_unsync()
+}
+
+fn json_response(code: u16, body: Bytes, content_type: &str, warnings: &[String]) -> Response<Body> {
+    let mut resp = Response::new(full(body));
+    *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if let Ok(ct) = HeaderValue::from_str(content_type) {
+        resp.headers_mut().insert(header::CONTENT_TYPE, ct);
+    }
+    for w in warnings {
+        let text = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
+        if let Ok(v) = HeaderValue::from_str(&text) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
+}
+
+fn error_response(e: &ApiError, warnings: &[String]) -> Response<Body> {
+    let body = serde_json::to_vec(&e.status()).unwrap_or_default();
+    json_response(e.code, Bytes::from(body), "application/json", warnings)
+}
+
+fn value_response(code: u16, v: &Value) -> Response<Body> {
+    json_response(code, Bytes::from(serde_json::to_vec(v).unwrap_or_default()), "application/json", &[])
+}
+
+fn authenticate(identity: Option<Identity>, tokens: &[(String, String)], req: &Request<Incoming>) -> Option<Identity> {
+    if identity.is_some() {
+        return identity;
+    }
+    let auth = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let token = auth.strip_prefix("Bearer ").or_else(|| auth.strip_prefix("bearer "))?.trim();
+    tokens.iter().find(|(t, _)| t == token).map(|(_, user)| Identity { user: user.clone() })
+}
+
+async fn handle(state: Arc<State>, identity: Option<Identity>, tokens: &[(String, String)], req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    let started = std::time::Instant::now();
+    let resp = route(state, identity, tokens, req).await;
+    tracing::debug!(%method, %path, status = resp.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "request");
+    resp
+}
+
+async fn route(state: Arc<State>, identity: Option<Identity>, tokens: &[(String, String)], req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    if matches!(path.as_str(), "/healthz" | "/livez" | "/readyz") || path.starts_with("/healthz/") || path.starts_with("/livez/") || path.starts_with("/readyz/") {
+        return json_response(200, Bytes::from_static(b"ok"), "text/plain; charset=utf-8", &[]);
+    }
+    let Some(identity) = authenticate(identity, tokens, &req) else {
+        return error_response(&ApiError::unauthorized(), &[]);
+    };
+    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let query = Query::parse(req.uri().query());
+    let segs: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    if req.method() == Method::GET {
+        let reg = &state.registry;
+        match segs.as_slice() {
+            ["version"] => return value_response(200, &discovery::version()),
+            ["api"] => {
+                if let Some(beta) = discovery::wants_aggregated(accept.as_deref()) {
+                    return aggregated_response(&discovery::aggregated(reg, true, beta), beta);
+                }
+                let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1").to_string();
+                return value_response(200, &discovery::api_versions(&host));
+            }
+            ["apis"] => {
+                if let Some(beta) = discovery::wants_aggregated(accept.as_deref()) {
+                    return aggregated_response(&discovery::aggregated(reg, false, beta), beta);
+                }
+                return value_response(200, &discovery::api_group_list(reg));
+            }
+            ["api", version] => return opt_response(discovery::resource_list(reg, "", version)),
+            ["apis", group] => return opt_response(discovery::api_group(reg, group)),
+            ["apis", group, version] => return opt_response(discovery::resource_list(reg, group, version)),
+            ["openapi", "v2"] => {
+                if accept.as_deref().is_some_and(|a| a.contains("protobuf") && !a.contains("json")) {
+                    return error_response(&ApiError::not_acceptable("only application/json is served for /openapi/v2"), &[]);
+                }
+                return value_response(200, tandem_core::openapi::v2());
+            }
+            ["openapi", "v3"] => return value_response(200, &tandem_core::openapi::v3_index()),
+            ["openapi", "v3", rest @ ..] => {
+                return match tandem_core::openapi::v3_group_version(&rest.join("/")) {
+                    Some(doc) => value_response(200, doc),
+                    None => error_response(&ApiError::no_route(), &[]),
+                };
+            }
+            _ => {}
+        }
+    }
+    let Some(rr) = parse_resource_path(req.method(), &path, &query) else {
+        return error_response(&ApiError::no_route(), &[]);
+    };
+    let Some(format) = output::negotiate(accept.as_deref()) else {
+        return error_response(&ApiError::not_acceptable(format!("only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io (got {:?})", accept.unwrap_or_default())), &[]);
+    };
+    let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let mut ctx = Ctx { query, format, content_type, warnings: Vec::new(), user: identity.user };
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            let err = if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() { ApiError::too_large(MAX_BODY) } else { ApiError::bad_request("cannot read request body") };
+            return error_response(&err, &[]);
+        }
+    };
+    match dispatch(state, &mut ctx, rr, body).await {
+        Ok(Dispatched::Reply(Reply::Value(code, v), rt)) => {
+            let (bytes, ct) = output::encode_object(&rt, &v, ctx.format, crate::output::IncludeObject::parse(ctx.query.get("includeObject")));
+            json_response(code, bytes, ct, &ctx.warnings)
+        }
+        Ok(Dispatched::Reply(Reply::Raw(code, bytes, ct), _)) => json_response(code, bytes, ct, &ctx.warnings),
+        Ok(Dispatched::Stream(rx)) => {
+            let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx)) });
+            let mut resp = Response::new(StreamBody::new(stream.boxed()).boxed_unsync());
+            resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+            resp
+        }
+        Err(e) => error_response(&e, &ctx.warnings),
+    }
+}
+
+fn aggregated_response(v: &Value, beta: bool) -> Response<Body> {
+    let ct = if beta { "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList" } else { "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList" };
+    json_response(200, Bytes::from(serde_json::to_vec(v).unwrap_or_default()), ct, &[])
+}
+
+fn opt_response(v: Option<Value>) -> Response<Body> {
+    match v {
+        Some(v) => value_response(200, &v),
+        None => error_response(&ApiError::no_route(), &[]),
+    }
+}
+
+enum Dispatched {
+    Reply(Reply, Arc<tandem_core::registry::ResourceType>),
+    Stream(tokio::sync::mpsc::Receiver<Bytes>),
+}
+
+async fn dispatch(state: Arc<State>, ctx: &mut Ctx, rr: crate::request::ResourceRequest, body: Bytes) -> ApiResult<Dispatched> {
+    let rt = state.resource(&rr.group, &rr.version, &rr.resource)?;
+    let ns = rr.namespace.as_deref();
+    if ns.is_some() && !rt.namespaced {
+        return Err(ApiError::no_route());
+    }
+    if ns.is_none() && rt.namespaced && !matches!(rr.verb, Verb::List | Verb::Watch) {
+        return Err(ApiError::no_route());
+    }
+    if let Some(sub) = rr.subresource.as_deref() {
+        if !rt.has_subresource(sub) {
+            return Err(ApiError::no_route());
+        }
+    }
+    let name = rr.name.as_deref();
+    let sub = rr.subresource.as_deref();
+    let reply = match (rr.verb, name, sub) {
+        (Verb::Watch, Some(n), None) => {
+            // The legacy `/watch/<resource>/<name>` form: a watch restricted to one name.
+            let fs = format!("metadata.name={n}");
+            ctx.query = Query::parse(Some(&format!("fieldSelector={}&resourceVersion={}", fs, ctx.query.get("resourceVersion").unwrap_or(""))));
+            return Ok(Dispatched::Stream(watch::start(state.clone(), ctx, rt, rr.namespace.clone()).await?));
+        }
+        (Verb::Watch, None, None) => return Ok(Dispatched::Stream(watch::start(state.clone(), ctx, rt, rr.namespace.clone()).await?)),
+        (Verb::List, None, None) => state.list(ctx, &rt, ns).await?,
+        (Verb::Get, Some(n), None | Some("status") | Some("ephemeralcontainers")) => Reply::Value(200, state.get(&rt, ns, n).await?),
+        (Verb::Get, Some(n), Some("scale")) => {
+            let obj = state.get(&rt, ns, n).await?;
+            Reply::Value(200, state.scale_of(&rt, &obj))
+        }
+        (Verb::Create, None, None) => {
+            let v = decode_body(&body, ctx.content_type.as_deref())?;
+            state.create(ctx, &rt, ns, v).await?
+        }
+        (Verb::Create, Some(n), Some("binding")) => {
+            let v = decode_body(&body, ctx.content_type.as_deref())?;
+            state.bind(ctx, &rt, ns, n, v).await?
+        }
+        (Verb::Create, Some(n), Some("eviction")) => {
+            let opts = decode_body(&body, ctx.content_type.as_deref()).ok().and_then(|v| v.get("deleteOptions").cloned()).unwrap_or(Value::Null);
+            state.delete(ctx, &rt, ns, n, &opts).await?;
+            Reply::Value(201, serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
+        }
+        (Verb::Update, Some(n), None | Some("status") | Some("finalize")) => {
+            let v = decode_body(&body, ctx.content_type.as_deref())?;
+            state.update(ctx, &rt, ns, n, v, sub).await?
+        }
+        (Verb::Update, Some(n), Some("scale")) => {
+            let v = decode_body(&body, ctx.content_type.as_deref())?;
+            state.update_scale(ctx, &rt, ns, n, v).await?
+        }
+        (Verb::Patch, Some(n), None | Some("status") | Some("scale")) => state.patch(ctx, &rt, ns, n, &body, sub).await?,
+        (Verb::Delete, Some(n), None) => {
+            let opts = if body.is_empty() { Value::Null } else { decode_body(&body, ctx.content_type.as_deref())? };
+            state.delete(ctx, &rt, ns, n, &opts).await?
+        }
+        (Verb::DeleteCollection, None, None) => {
+            let opts = if body.is_empty() { Value::Null } else { decode_body(&body, ctx.content_type.as_deref())? };
+            state.delete_collection(ctx, &rt, ns, &opts).await?
+        }
+        (_, Some(n), Some("log" | "exec" | "attach" | "portforward")) => {
+            let pod = state.get(&rt, ns, n).await?;
+            let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+            return Err(ApiError::bad_request(if node.is_empty() {
+                format!("pod {n} has not been scheduled to a node yet")
+            } else {
+                format!("streaming ({}) is not available yet: the node agent of {node} does not serve it", sub.unwrap_or_default())
+            }));
+        }
+        _ => return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource ({:?} {})", rr.verb, rr.resource))),
+    };
+    Ok(Dispatched::Reply(reply, rt))
+}

@@ -1,0 +1,183 @@
+//! WATCH: a stream of `WatchEvent`s from the watch cache, with upstream's resourceVersion semantics
+//! (`k8s.io/apiserver/pkg/storage/cacher` and `endpoints/handlers/watch.go`): synthetic ADDED
+//! events for the current state when no resourceVersion (or "0") is given, resumption after a given
+//! one, `410 Gone` as an ERROR event when it is too old, BOOKMARK events when asked, the
+//! `sendInitialEvents` streaming list with its `k8s.io/initial-events-end` bookmark, and
+//! `timeoutSeconds`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::{Value, json};
+use tandem_core::registry::ResourceType;
+use tokio::sync::{broadcast, mpsc};
+
+use crate::cache::{CacheEvent, EventType, Object, WatchStartError};
+use crate::error::{ApiError, ApiResult};
+use crate::output::{self, Format, IncludeObject};
+use crate::rest::{Ctx, Filter, State};
+
+/// How often a watcher that allows bookmarks gets one.
+const BOOKMARK_INTERVAL: Duration = Duration::from_secs(15);
+
+struct Encoder {
+    rt: Arc<ResourceType>,
+    format: Format,
+    include: IncludeObject,
+    columns_sent: bool,
+}
+
+impl Encoder {
+    fn event(&mut self, kind: &str, obj: &Object) -> Bytes {
+        match self.format {
+            Format::Json | Format::Yaml => {
+                let mut b = BytesMut::with_capacity(obj.json.len() + 32);
+                b.put_slice(b"{\"type\":\"");
+                b.put_slice(kind.as_bytes());
+                b.put_slice(b"\",\"object\":");
+                b.put_slice(&obj.json);
+                b.put_slice(b"}\n");
+                b.freeze()
+            }
+            Format::Table { beta } => {
+                let t = output::table(&self.rt, &[&obj.value], Some(obj.rv), None, self.include, beta, !self.columns_sent);
+                self.columns_sent = true;
+                line(&json!({"type": kind, "object": t}))
+            }
+            Format::Metadata { beta } => line(&json!({"type": kind, "object": output::partial_metadata(&obj.value, beta)})),
+        }
+    }
+
+    fn bookmark(&self, rv: i64, initial_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let object = match self.format {
+            Format::Table { beta } => json!({"kind": "Table", "apiVersion": if beta { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" }, "metadata": meta, "columnDefinitions": [], "rows": []}),
+            Format::Metadata { beta } => json!({"kind": "PartialObjectMetadata", "apiVersion": if beta { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" }, "metadata": meta}),
+            _ => json!({"kind": self.rt.kind, "apiVersion": self.rt.api_version(), "metadata": meta}),
+        };
+        line(&json!({"type": "BOOKMARK", "object": object}))
+    }
+}
+
+fn line(v: &Value) -> Bytes {
+    let mut out = serde_json::to_vec(v).unwrap_or_default();
+    out.push(b'\n');
+    Bytes::from(out)
+}
+
+/// An ERROR watch event carrying a Status.
+pub fn error_event(e: &ApiError) -> Bytes {
+    line(&json!({"type": "ERROR", "object": e.status()}))
+}
+
+/// Starts a watch; returns the receiver of encoded event lines.
+pub async fn start(state: Arc<State>, ctx: &Ctx, rt: Arc<ResourceType>, ns: Option<String>) -> ApiResult<mpsc::Receiver<Bytes>> {
+    let q = &ctx.query;
+    let filter = Filter::from_query(&rt, q)?;
+    let send_initial = q.bool("sendInitialEvents");
+    let bookmarks = q.bool("allowWatchBookmarks");
+    if send_initial && !bookmarks {
+        return Err(ApiError::invalid(&rt, "", &[tandem_core::field::FieldError::forbidden("allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true")]));
+    }
+    let timeout = q.int("timeoutSeconds").map_err(ApiError::bad_request)?.filter(|t| *t > 0).map(|t| Duration::from_secs(t as u64)).unwrap_or(Duration::from_secs(1800));
+    let from = match q.get("resourceVersion") {
+        None | Some("0") => None,
+        Some(rv) => Some(rv.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?),
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(256);
+    if let Some(from) = from {
+        if from > state.cache.revision() && !state.cache.wait_for(from, Duration::from_secs(3)).await {
+            let e = ApiError::timeout(format!("Too large resource version: {from}, current: {}", state.cache.revision()));
+            let _ = tx.send(error_event(&e)).await;
+            return Ok(rx);
+        }
+    }
+    let prefix = rt.namespace_prefix(ns.as_deref());
+    let sub = match state.cache.subscribe(&rt, &prefix, from, send_initial) {
+        Ok(s) => s,
+        Err(WatchStartError::TooOld(rv)) => {
+            let e = ApiError::gone(format!("too old resource version: {rv} ({})", state.cache.revision()));
+            let _ = tx.send(error_event(&e)).await;
+            return Ok(rx);
+        }
+    };
+    let mut enc = Encoder { rt: rt.clone(), format: ctx.format, include: IncludeObject::parse(q.get("includeObject")), columns_sent: false };
+    tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut last_rv = sub.revision;
+        for obj in &sub.initial {
+            if filter.matches(&rt, &obj.value) && tx.send(enc.event("ADDED", obj)).await.is_err() {
+                return;
+            }
+        }
+        if send_initial && tx.send(enc.bookmark(sub.revision, true)).await.is_err() {
+            return;
+        }
+        for ev in &sub.backlog {
+            last_rv = ev.rv();
+            if let Some(b) = translate(&rt, &filter, ev, &mut enc) {
+                if tx.send(b).await.is_err() {
+                    return;
+                }
+            }
+        }
+        let mut live = sub.live;
+        let mut ticker = tokio::time::interval(BOOKMARK_INTERVAL);
+        ticker.tick().await;
+        let type_prefix = rt.key_prefix();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => return,
+                _ = tx.closed() => return,
+                _ = ticker.tick(), if bookmarks => {
+                    let rv = state.cache.revision().max(last_rv);
+                    if tx.send(enc.bookmark(rv, false)).await.is_err() { return; }
+                }
+                msg = live.recv() => match msg {
+                    Ok(ev) => {
+                        if ev.rv() <= last_rv || *ev.type_prefix != *type_prefix || !ev.object.key.starts_with(&prefix) {
+                            continue;
+                        }
+                        last_rv = ev.rv();
+                        if let Some(b) = translate(&rt, &filter, &ev, &mut enc) {
+                            if tx.send(b).await.is_err() { return; }
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        let e = ApiError::gone(format!("too old resource version: {last_rv} ({})", state.cache.revision()));
+                        let _ = tx.send(error_event(&e)).await;
+                        return;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        }
+    });
+    Ok(rx)
+}
+
+/// Turns a cache event into what this watcher sees: a MODIFIED object that stops matching the
+/// selectors is a DELETED, one that starts matching is an ADDED (upstream cacher semantics).
+fn translate(rt: &ResourceType, filter: &Filter, ev: &CacheEvent, enc: &mut Encoder) -> Option<Bytes> {
+    let now = filter.matches(rt, &ev.object.value);
+    match ev.kind {
+        EventType::Added => now.then(|| enc.event("ADDED", &ev.object)),
+        EventType::Deleted => {
+            let before = ev.prev.as_ref().map(|p| filter.matches(rt, &p.value)).unwrap_or(now);
+            before.then(|| enc.event("DELETED", &ev.object))
+        }
+        EventType::Modified => {
+            let before = ev.prev.as_ref().map(|p| filter.matches(rt, &p.value)).unwrap_or(true);
+            match (before, now) {
+                (true, true) => Some(enc.event("MODIFIED", &ev.object)),
+                (false, true) => Some(enc.event("ADDED", &ev.object)),
+                (true, false) => Some(enc.event("DELETED", &ev.object)),
+                (false, false) => None,
+            }
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! Integration tests of the API server driven by kube-rs, the client tandem's controllers use.
+//! One binary (so one link) with a module per area of the API.
+
+#[path = "../common/mod.rs"]
+mod common;

@@ -1,1 +1,0 @@
-//! OpenAPI v2 and v3 documents for discovery, `kubectl explain` and field validation.

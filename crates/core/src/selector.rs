@@ -1,1 +1,0 @@
-//! Label and field selectors.

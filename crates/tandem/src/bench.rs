@@ -1,0 +1,146 @@
+//! `tandem bench …`: benchmarks that print figures. They are never assertions; results go to
+//! BENCHMARKS.md with the machine and date.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use tokio::sync::Mutex;
+
+use crate::ServerArgs;
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// API server: concurrent pod creates, a full LIST and watch delivery latency on a fresh
+    /// durable SQLite store.
+    Api(ApiBench),
+}
+
+#[derive(Args)]
+pub struct ApiBench {
+    /// Number of pods to create.
+    #[arg(long, default_value_t = 10_000)]
+    pods: usize,
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 32)]
+    clients: usize,
+}
+
+pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    match cmd {
+        BenchCommand::Api(b) => api(b).await,
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn pod(name: &str) -> anyhow::Result<Pod> {
+    Ok(serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "bench"}},
+        "spec": {"containers": [{"name": "c", "image": "tandem.local/busybox:1", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}
+    }))?)
+}
+
+async fn api(b: ApiBench) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir().context("cannot create a temp dir")?;
+    let args = ServerArgs { data_dir: dir.path().to_path_buf(), port: 0, bind_address: "127.0.0.1".parse()?, kubeconfig: None };
+    let (server, _store) = crate::cluster::start(&args).await?;
+    let kubeconfig = kube::config::Kubeconfig::read_from(args.data_dir.join("kubeconfig"))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    println!("tandem bench api: {} pods, {} clients, durable SQLite store in {}", b.pods, b.clients, dir.path().display());
+    println!("server: https://{} (in this process; client and server share the machine)", server.local_addr);
+
+    // Watch delivery: a watcher records when each pod's ADDED event arrives.
+    let client = kube::Client::try_from(config.clone())?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let acked: Arc<Mutex<std::collections::HashMap<String, Instant>>> = Arc::default();
+    let delivered: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let watch_pods = pods.clone();
+    let (acked_w, delivered_w) = (acked.clone(), delivered.clone());
+    let total = b.pods;
+    let watcher = tokio::spawn(async move {
+        let mut stream = watch_pods.watch(&WatchParams::default().timeout(290), "0").await?.boxed();
+        let mut seen = 0;
+        while let Some(ev) = stream.try_next().await? {
+            if let WatchEvent::Added(p) = ev {
+                let now = Instant::now();
+                let name = p.metadata.name.unwrap_or_default();
+                // Latency from the create being acknowledged to the event arriving; an event that
+                // beats the acknowledgement counts as zero.
+                let sent = acked_w.lock().await.get(&name).copied();
+                let d = sent.map(|s| now.saturating_duration_since(s)).unwrap_or(Duration::ZERO);
+                delivered_w.lock().await.push(d);
+                seen += 1;
+                if seen >= total {
+                    break;
+                }
+            }
+        }
+        anyhow::Ok(())
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let started = Instant::now();
+    let per_client = b.pods.div_ceil(b.clients);
+    let mut tasks = Vec::new();
+    for c in 0..b.clients {
+        let client = kube::Client::try_from(config.clone())?;
+        let api: Api<Pod> = Api::namespaced(client, "default");
+        let acked = acked.clone();
+        let range = (c * per_client)..((c + 1) * per_client).min(b.pods);
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(range.len());
+            for i in range {
+                let name = format!("bench-{i:06}");
+                let p = pod(&name)?;
+                let t = Instant::now();
+                api.create(&PostParams::default(), &p).await?;
+                let done = Instant::now();
+                acked.lock().await.insert(name, done);
+                lat.push(done - t);
+            }
+            anyhow::Ok(lat)
+        }));
+    }
+    let mut latencies = Vec::new();
+    for t in tasks {
+        latencies.extend(t.await??);
+    }
+    let elapsed = started.elapsed();
+    latencies.sort();
+    let _ = tokio::time::timeout(Duration::from_secs(60), watcher).await;
+
+    let mut list_times = Vec::new();
+    let mut count = 0;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let list = pods.list(&ListParams::default()).await?;
+        list_times.push(t.elapsed());
+        count = list.items.len();
+    }
+    list_times.sort();
+    let mut delivered = delivered.lock().await.clone();
+    delivered.sort();
+
+    println!();
+    println!("creates:            {} in {:.2} s = {:.0} creates/s", latencies.len(), elapsed.as_secs_f64(), latencies.len() as f64 / elapsed.as_secs_f64());
+    println!("create latency:     p50 {}  p99 {}  max {}", ms(percentile(&latencies, 0.5)), ms(percentile(&latencies, 0.99)), ms(percentile(&latencies, 1.0)));
+    println!("LIST of {count} pods:  median {}  best {} (5 runs, full JSON decode in the client included)", ms(percentile(&list_times, 0.5)), ms(list_times[0]));
+    println!("watch delivery:     {} events, p50 {}  p99 {}", delivered.len(), ms(percentile(&delivered, 0.5)), ms(percentile(&delivered, 0.99)));
+    Ok(())
+}
