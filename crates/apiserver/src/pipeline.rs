@@ -1,20 +1,6 @@
-//! The per-type write pipeline steps from `tandem-core` (strategy, defaults, validation), in one
-//! place so the REST handlers read as the upstream sequence: prepare → default → validate.
+//! The per-type write pipeline steps from `tandem-core`, in the order upstream runs them: defaults
+//! (at decode time), then the strategy's `PrepareForCreate`/`PrepareForUpdate`, then validation.
 
-use serde_json::Value;
-use tandem_core::field::FieldError;
-use tandem_core::registry::ResourceType;
-
-pub fn prepare_for_create(_rt: &ResourceType, _obj: &mut Value, _uid: &str) {}
-pub fn prepare_for_update(_rt: &ResourceType, _new: &mut Value, _old: &Value) {}
-pub fn prepare_for_status_update(_rt: &ResourceType, _new: &mut Value, _old: &Value) {}
-pub fn apply_defaults(_rt: &ResourceType, _obj: &mut Value) {}
-pub fn validate_create(_rt: &ResourceType, _obj: &Value) -> Vec<FieldError> {
-    Vec::new()
-}
-pub fn validate_update(_rt: &ResourceType, _new: &Value, _old: &Value) -> Vec<FieldError> {
-    Vec::new()
-}
-pub fn validate_status_update(_rt: &ResourceType, _new: &Value, _old: &Value) -> Vec<FieldError> {
-    Vec::new()
-}
+pub use tandem_core::defaults::apply_defaults;
+pub use tandem_core::strategy::{prepare_for_create, prepare_for_status_update, prepare_for_update};
+pub use tandem_core::validation::{validate_create, validate_status_update, validate_update};

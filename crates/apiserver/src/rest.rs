@@ -364,8 +364,8 @@ impl State {
                 None => return Err(ApiError::bad_request("the namespace of the object must be set for a namespaced resource")),
             }
         }
-        crate::pipeline::prepare_for_create(rt, &mut obj, &uid);
         crate::pipeline::apply_defaults(rt, &mut obj);
+        crate::pipeline::prepare_for_create(rt, &mut obj, &uid);
         let errors = crate::pipeline::validate_create(rt, &obj);
         if !errors.is_empty() {
             return Err(ApiError::invalid(rt, &name, &errors));
@@ -391,13 +391,20 @@ impl State {
             }
             m.remove("selfLink");
         }
+        crate::pipeline::apply_defaults(rt, &mut new);
         match sub {
             Some("status") => crate::pipeline::prepare_for_status_update(rt, &mut new, old),
+            Some("finalize") => {
+                // Only spec.finalizers of a Namespace changes through `finalize`
+                // (upstream `namespaceFinalizeStrategy`).
+                let finalizers = new.pointer("/spec/finalizers").cloned().unwrap_or_else(|| json!([]));
+                new = old.clone();
+                new["spec"]["finalizers"] = finalizers;
+            }
             _ => crate::pipeline::prepare_for_update(rt, &mut new, old),
         }
-        crate::pipeline::apply_defaults(rt, &mut new);
         let errors = match sub {
-            Some("status") => crate::pipeline::validate_status_update(rt, &new, old),
+            Some("status" | "finalize") => crate::pipeline::validate_status_update(rt, &new, old),
             _ => crate::pipeline::validate_update(rt, &new, old),
         };
         if !errors.is_empty() {
@@ -441,15 +448,7 @@ impl State {
             return Err(ApiError::conflict(rt, name));
         }
         let old = parse_stored(rt, &kv)?;
-        let new = if sub == Some("finalize") {
-            // Only spec.finalizers of a Namespace changes through `finalize`.
-            let mut merged = old.clone();
-            merged["spec"]["finalizers"] = new.pointer("/spec/finalizers").cloned().unwrap_or_else(|| json!([]));
-            merged
-        } else {
-            new
-        };
-        self.commit_update(ctx, rt, ns, name, new, &old, kv.mod_revision, sub.filter(|s| *s == "status")).await
+        self.commit_update(ctx, rt, ns, name, new, &old, kv.mod_revision, sub).await
     }
 
     /// PATCH (JSON, merge, strategic merge) and server-side apply.
@@ -473,7 +472,7 @@ impl State {
                     let force = ctx.query.bool("force");
                     let now = tandem_core::time::now_rfc3339();
                     let def = tandem_core::openapi::root_definition(&rt.api_version(), &rt.kind);
-                    let obj = tandem_core::patch::server_side_apply(None, &patch, &manager, force, def, &now).map_err(|e| ApiError::conflict_msg(rt, name, &e.to_string()))?;
+                    let obj = tandem_core::patch::server_side_apply(None, &patch, &manager, force, def, &now).map_err(|e| apply_error(rt, name, e))?;
                     return self.create(ctx, rt, ns, obj).await;
                 }
                 return Err(ApiError::not_found(rt, name));
@@ -505,10 +504,14 @@ impl State {
     }
 
     fn apply_patch(&self, ctx: &Ctx, rt: &ResourceType, name: &str, kind: PatchKind, old: &Value, patch: &Value) -> ApiResult<Value> {
-        let invalid = |msg: String| ApiError::invalid(rt, name, &[FieldError::invalid("patch", &json!(patch.to_string()), msg)]);
+        let patch_error = |e: tandem_core::patch::PatchError| match e.status_code() {
+            422 => ApiError::invalid(rt, name, &[FieldError::invalid("patch", &json!(patch.to_string()), e.to_string())]),
+            413 => ApiError::new(413, "RequestEntityTooLarge", e.to_string()),
+            _ => ApiError::bad_request(e.to_string()),
+        };
         let def = if old.get("kind").and_then(Value::as_str) == Some("Scale") { None } else { tandem_core::openapi::root_definition(&rt.api_version(), &rt.kind) };
         match kind {
-            PatchKind::Json => tandem_core::patch::json_patch(old, patch).map_err(|e| invalid(e.to_string())),
+            PatchKind::Json => tandem_core::patch::json_patch(old, patch).map_err(patch_error),
             PatchKind::Merge => {
                 if !patch.is_object() {
                     return Err(ApiError::bad_request("merge patch must be a JSON object"));
@@ -519,12 +522,12 @@ impl State {
                 if !patch.is_object() {
                     return Err(ApiError::bad_request("strategic merge patch must be a JSON object"));
                 }
-                tandem_core::patch::strategic_merge_patch(old, patch, def).map_err(|e| ApiError::bad_request(e.to_string()))
+                tandem_core::patch::strategic_merge_patch(old, patch, def).map_err(patch_error)
             }
             PatchKind::Apply => {
                 let manager = ctx.query.get("fieldManager").ok_or_else(|| ApiError::bad_request("PATCH requests of type application/apply-patch+yaml require a fieldManager query parameter"))?;
                 let now = tandem_core::time::now_rfc3339();
-                tandem_core::patch::server_side_apply(Some(old), patch, manager, ctx.query.bool("force"), def, &now).map_err(|e| ApiError::conflict_msg(rt, name, &e.to_string()))
+                tandem_core::patch::server_side_apply(Some(old), patch, manager, ctx.query.bool("force"), def, &now).map_err(|e| apply_error(rt, name, e))
             }
         }
     }
@@ -756,6 +759,28 @@ impl State {
             }
         }
         Ok(Reply::Value(200, json!({"kind": rt.list_kind(), "apiVersion": rt.api_version(), "metadata": {"resourceVersion": self.store.current_revision().to_string()}, "items": deleted})))
+    }
+}
+
+/// Maps a server-side apply failure: conflicts are 409 Conflict with upstream's message and one
+/// cause per conflicting field, as upstream's `fieldmanager.NewConflictError` builds them.
+fn apply_error(rt: &ResourceType, name: &str, e: tandem_core::patch::ApplyError) -> ApiError {
+    use tandem_core::patch::ApplyError;
+    match e {
+        ApplyError::Conflict(conflicts) => {
+            let causes: Vec<Value> = conflicts.iter().map(|c| json!({"reason": "FieldManagerConflict", "message": c.cause_message(), "field": c.path})).collect();
+            let message = ApplyError::Conflict(conflicts).to_string();
+            let mut d = json!({"name": name, "kind": rt.plural, "causes": causes});
+            if !rt.group.is_empty() {
+                d["group"] = json!(rt.group);
+            }
+            ApiError { details: Some(d), ..ApiError::new(409, "Conflict", message) }
+        }
+        ApplyError::Invalid(msg) => ApiError::bad_request(msg),
+        ApplyError::Patch(p) => match p.status_code() {
+            422 => ApiError::invalid(rt, name, &[FieldError::invalid("patch", &json!(""), p.to_string())]),
+            _ => ApiError::bad_request(p.to_string()),
+        },
     }
 }
 

@@ -172,6 +172,23 @@ fn generate_job_selector(obj: &mut Value) {
     {
         ml.entry(CONTROLLER_UID_LABEL).or_insert_with(|| json!(uid));
     }
+    // Upstream re-runs `SetDefaults_Job` whenever the stored Job is read, so a Job created
+    // without labels shows the (now generated) template labels: do it once here.
+    let template_labels = obj
+        .get("spec")
+        .and_then(|s| s.get("template"))
+        .and_then(|t| t.get("metadata"))
+        .and_then(|m| m.get("labels"))
+        .cloned();
+    if let Some(labels) = template_labels
+        && let Some(meta) = meta_mut(obj)
+        && meta
+            .get("labels")
+            .and_then(Value::as_object)
+            .is_none_or(Map::is_empty)
+    {
+        meta.insert("labels".into(), labels);
+    }
 }
 
 fn namespace_label(obj: &mut Value) {
@@ -540,7 +557,7 @@ mod tests {
 
     #[test]
     fn job_selector_is_generated_from_uid() {
-        let mut job = json!({"metadata": {"name": "pi"}, "spec": {"template": {"metadata": {"labels": {"app": "pi"}}, "spec": {}}}, "status": {"active": 3}});
+        let mut job = json!({"metadata": {"name": "pi", "labels": {"app": "pi"}}, "spec": {"template": {"metadata": {"labels": {"app": "pi"}}, "spec": {}}}, "status": {"active": 3}});
         prepare_for_create(&rt("batch/v1", "Job"), &mut job, "uid-1");
         assert_eq!(job["metadata"]["uid"], "uid-1");
         assert_eq!(job["metadata"]["generation"], 1);
@@ -553,6 +570,18 @@ mod tests {
             job["spec"]["template"]["metadata"]["labels"],
             json!({"app": "pi", "batch.kubernetes.io/controller-uid": "uid-1", "batch.kubernetes.io/job-name": "pi", "controller-uid": "uid-1", "job-name": "pi"})
         );
+        assert_eq!(
+            job["metadata"]["labels"],
+            json!({"app": "pi"}),
+            "a job with its own labels keeps them"
+        );
+        let mut bare = json!({"metadata": {"name": "b"}, "spec": {"template": {"spec": {}}}});
+        prepare_for_create(&rt("batch/v1", "Job"), &mut bare, "uid-3");
+        assert_eq!(
+            bare["metadata"]["labels"]["batch.kubernetes.io/controller-uid"],
+            "uid-3"
+        );
+        assert_eq!(bare["metadata"]["labels"]["job-name"], "b");
         let mut manual = json!({"metadata": {"name": "m"}, "spec": {"manualSelector": true, "selector": {"matchLabels": {"a": "b"}}}});
         prepare_for_create(&rt("batch/v1", "Job"), &mut manual, "uid-2");
         assert_eq!(

@@ -23,6 +23,17 @@ const SEED_OBJECTS: &[&[&str]] = &[
     &["deploy", "win-webserver"],
 ];
 
+/// The resourceVersion of every seed object, in `SEED_OBJECTS` order.
+fn resource_versions(s: &Server) -> Vec<String> {
+    SEED_OBJECTS
+        .iter()
+        .map(|obj| {
+            let o = s.get_json(obj).unwrap_or_else(|| panic!("{obj:?} missing"));
+            o["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string()
+        })
+        .collect()
+}
+
 #[test]
 fn apply_creates_every_seed_manifest_and_reapply_reports_unchanged() {
     let s = Server::start();
@@ -37,13 +48,20 @@ fn apply_creates_every_seed_manifest_and_reapply_reports_unchanged() {
     for obj in SEED_OBJECTS {
         assert!(s.get_json(obj).is_some(), "{obj:?} should exist after apply");
     }
+    let versions_before = resource_versions(&s);
     for name in valid_seeds() {
         let out = s.kubectl(&["apply", "-f", &seed(&name)]);
         let text = out.ok();
         for line in text.lines() {
-            assert!(line.ends_with(" unchanged"), "{name}: re-apply should be unchanged: {text}");
+            // Upstream quirk (kubernetes/kubernetes#66450, #116135): quantities written as bare
+            // numbers (`cpu: .1`, `cpu: 1` in iis-2019.yaml) differ from the server's canonical
+            // strings, so client-side apply sends a no-op patch and prints "configured". The
+            // stored object must still not change (checked below).
+            let quirk = name == "iis-2019.yaml" && line == "deployment.apps/iis-2019 configured";
+            assert!(line.ends_with(" unchanged") || quirk, "{name}: re-apply should be unchanged: {text}");
         }
     }
+    assert_eq!(resource_versions(&s), versions_before, "re-applying unchanged files changed objects");
     // The last-applied annotation records the manifest, as kubectl's three-way merge needs.
     let d = s.get_json(&["deploy", "win-webserver"]).unwrap();
     assert!(
@@ -145,7 +163,7 @@ fn server_side_apply_creates_then_reports_serverside_applied() {
     for line in out.ok().lines() {
         assert!(line.ends_with(" serverside-applied"), "{}", out.stdout);
     }
-    let d = s.get_json(&["deploy", "win-webserver"]).expect("deployment exists");
+    let d = s.get_json(&["deploy", "win-webserver", "--show-managed-fields"]).expect("deployment exists");
     let managers: Vec<&str> = d["metadata"]["managedFields"]
         .as_array()
         .map(|m| m.iter().filter_map(|f| f["manager"].as_str()).collect())

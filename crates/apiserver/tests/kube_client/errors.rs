@@ -159,3 +159,14 @@ async fn unknown_resource_path_is_not_found() {
     assert_eq!(resp.body["kind"], "Status");
     assert_eq!(resp.body["reason"], "NotFound");
 }
+
+#[tokio::test]
+async fn pod_update_changing_an_immutable_field_is_invalid() {
+    let s = common::start().await;
+    let api: Api<Pod> = Api::namespaced(s.client.clone(), "default");
+    let mut p = api.create(&PostParams::default(), &pod("immutable")).await.unwrap();
+    p.spec.as_mut().unwrap().containers[0].name = "renamed".into();
+    let status = expect_status(api.replace("immutable", &PostParams::default(), &p).await, 422, "Invalid");
+    assert!(status.message.contains("pod updates may not change fields other than"), "{}", status.message);
+    assert_eq!(api.get("immutable").await.unwrap().spec.unwrap().containers[0].name, "app");
+}

@@ -3,3 +3,11 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+
+mod crud;
+mod delete;
+mod errors;
+mod list;
+mod output;
+mod patch;
+mod watch;

@@ -258,17 +258,18 @@ async fn label_selector_watch_turns_a_relabel_into_deleted_and_added() {
     api.patch("p", &PatchParams::default(), &Patch::Merge(json!({ "metadata": { "annotations": { "touched": "yes" } } }))).await.unwrap();
     assert_eq!(pod_event(&next_event(&mut stream).await), ("MODIFIED", "p".into()));
 
-    api.patch("p", &PatchParams::default(), &relabel("db")).await.unwrap();
-    match next_event(&mut stream).await {
-        WatchEvent::Deleted(p) => {
-            // Upstream's cacher sends the previous object (the one that matched) with the new
-            // resourceVersion.
-            assert_eq!(p.metadata.labels.unwrap()["app"], "web", "the DELETED event carries the last matching state");
-        }
+    let moved = api.patch("p", &PatchParams::default(), &relabel("db")).await.unwrap();
+    let deleted = match next_event(&mut stream).await {
+        WatchEvent::Deleted(p) => p,
         other => panic!("expected DELETED, got {other:?}"),
-    }
+    };
+    assert_eq!(deleted.metadata.resource_version, moved.metadata.resource_version, "the DELETED event has the relabel's resourceVersion");
     api.patch("p", &PatchParams::default(), &relabel("web")).await.unwrap();
     assert_eq!(pod_event(&next_event(&mut stream).await), ("ADDED", "p".into()));
+
+    // Upstream's cacher (cacheWatcher.convertToWatchEvent) sends the previous object, the one
+    // that matched, stamped with the new resourceVersion.
+    assert_eq!(deleted.metadata.labels.unwrap()["app"], "web", "the DELETED event carries the last matching state");
 }
 
 #[tokio::test]
@@ -329,4 +330,57 @@ async fn watch_ends_after_timeout_seconds() {
         }
     })
     .await;
+}
+
+#[tokio::test]
+async fn reflector_store_converges_to_the_server_state() {
+    use kube::runtime::{WatchStreamExt, reflector};
+    let s = common::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(s.client.clone(), "default");
+    api.create(&PostParams::default(), &config_map("r1", "k", "v")).await.unwrap();
+    let (reader, writer) = reflector::store::<ConfigMap>();
+    let task = tokio::spawn(reflector(writer, watcher(api.clone(), watcher::Config::default())).applied_objects().for_each(|_| async {}));
+    within(10, "the reflector's first sync", reader.wait_until_ready()).await.unwrap();
+    assert_eq!(reader.state().len(), 1);
+
+    api.create(&PostParams::default(), &config_map("r2", "k", "v")).await.unwrap();
+    api.delete("r1", &DeleteParams::default()).await.unwrap();
+    within(10, "the reflector to see r2 and lose r1", async {
+        loop {
+            let mut names: Vec<String> = reader.state().iter().filter_map(|c| c.metadata.name.clone()).collect();
+            names.sort();
+            if names == ["r2"] {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    task.abort();
+}
+
+#[tokio::test]
+async fn metadata_watcher_streams_partial_objects() {
+    let s = common::start().await;
+    let api: Api<Pod> = Api::namespaced(s.client.clone(), "default");
+    api.create(&PostParams::default(), &labeled_pod("meta-a", &[("app", "m")])).await.unwrap();
+    let mut stream = kube::runtime::metadata_watcher(api.clone(), watcher::Config::default()).boxed();
+    let names = within(10, "the metadata watcher's initial list", async {
+        let mut names = Vec::new();
+        loop {
+            match stream.try_next().await.unwrap().expect("stream ended") {
+                watcher::Event::Init => {}
+                watcher::Event::InitApply(m) => names.push(m.metadata.name.unwrap()),
+                watcher::Event::InitDone => return names,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    })
+    .await;
+    assert_eq!(names, vec!["meta-a"]);
+    api.create(&PostParams::default(), &pod("meta-b")).await.unwrap();
+    match within(10, "a live metadata event", stream.try_next()).await.unwrap().expect("stream ended") {
+        watcher::Event::Apply(m) => assert_eq!(m.metadata.name.as_deref(), Some("meta-b")),
+        other => panic!("expected Apply(meta-b), got {other:?}"),
+    }
 }

@@ -103,7 +103,7 @@ fn conflict_message(conflicts: &[Conflict]) -> String {
 
 /// One step of a field path, ordered so that a field's children sort right after it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Step {
+pub(super) enum Step {
     /// `f:<name>`: a field of an object or a key of a map.
     Field(String),
     /// `k:<json>`: the item of an associative list with these key values (JSON object with sorted
@@ -115,8 +115,8 @@ enum Step {
     Index(usize),
 }
 
-type Path = Vec<Step>;
-type FieldSet = BTreeSet<Path>;
+pub(super) type Path = Vec<Step>;
+pub(super) type FieldSet = BTreeSet<Path>;
 
 impl Step {
     fn fields_v1_key(&self) -> String {
@@ -146,7 +146,7 @@ fn canonical_json(text: &str) -> Option<String> {
     Some(canonical(&v))
 }
 
-fn canonical(v: &Value) -> String {
+pub(super) fn canonical(v: &Value) -> String {
     match v {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
@@ -266,7 +266,7 @@ fn collapse_leaves(node: &mut Value) {
 
 /// Fields of the root object and of `metadata` that no manager owns (upstream's `stripSet` in
 /// `fieldmanager/internal/stripmeta.go`), plus `status`, which the main resource resets.
-fn stripped(path: &[Step], name: &str) -> bool {
+pub(super) fn stripped(path: &[Step], name: &str) -> bool {
     match path {
         [] => matches!(name, "apiVersion" | "kind" | "status"),
         [Step::Field(m)] if m == "metadata" => matches!(
@@ -287,7 +287,7 @@ fn stripped(path: &[Step], name: &str) -> bool {
 }
 
 /// How a list's items are identified.
-enum ListKind {
+pub(super) enum ListKind {
     /// By the values of these fields (`+listType=map`).
     Keyed(Vec<&'static str>),
     /// By value (`+listType=set`).
@@ -296,7 +296,7 @@ enum ListKind {
     Atomic,
 }
 
-fn list_kind(field: &Field) -> ListKind {
+pub(super) fn list_kind(field: &Field) -> ListKind {
     match field.strategy {
         Some(s) if s.merges() => match (field.list_keys, s.merge_key) {
             (Some(keys), _) => ListKind::Keyed(keys.to_vec()),
@@ -309,7 +309,7 @@ fn list_kind(field: &Field) -> ListKind {
 
 /// The `k:` step of an associative-list item: its key fields, with `protocol` defaulting to TCP
 /// as the schema's default does upstream. `None` when the item lacks its keys.
-fn key_step(item: &Value, keys: &[&str]) -> Option<Step> {
+pub(super) fn key_step(item: &Value, keys: &[&str]) -> Option<Step> {
     let map = item.as_object()?;
     let mut key_map = Map::new();
     for key in keys {
@@ -470,16 +470,17 @@ fn remove_at(v: &mut Value, path: &[Step]) {
 }
 
 /// One `managedFields` entry, with its field set parsed.
-struct Entry {
-    raw: Map<String, Value>,
-    manager: String,
-    operation: String,
-    set: FieldSet,
-    touched: bool,
+pub(super) struct Entry {
+    pub(super) raw: Map<String, Value>,
+    pub(super) manager: String,
+    pub(super) operation: String,
+    pub(super) set: FieldSet,
+    /// Whether `set` changed, so that `fieldsV1` must be re-encoded.
+    pub(super) touched: bool,
 }
 
 impl Entry {
-    fn parse(v: &Value) -> Option<Entry> {
+    pub(super) fn parse(v: &Value) -> Option<Entry> {
         let raw = v.as_object()?.clone();
         let manager = raw.get("manager")?.as_str()?.to_string();
         let operation = raw
@@ -497,14 +498,14 @@ impl Entry {
         })
     }
 
-    fn is_main_resource(&self) -> bool {
+    pub(super) fn is_main_resource(&self) -> bool {
         self.raw
             .get("subresource")
             .and_then(Value::as_str)
             .is_none_or(str::is_empty)
     }
 
-    fn into_value(mut self) -> Value {
+    pub(super) fn into_value(mut self) -> Value {
         if self.touched {
             self.raw
                 .insert("fieldsType".into(), Value::String("FieldsV1".into()));
@@ -546,9 +547,9 @@ fn without_nulls(v: &Value) -> Value {
 /// `resourceVersion`, …) are never owned. With no live object the result is the configuration
 /// itself with one managedFields entry. `now` is the RFC 3339 timestamp to record.
 ///
-/// Not covered: ownership of fields changed by non-apply requests (the API server records those as
-/// `Update` entries), multi-version conversion of field sets, and `x-kubernetes-list-type`
-/// metadata beyond the strategy table.
+/// Ownership of fields changed by non-apply requests (`Update` entries) is recorded by
+/// [`super::track_update`]. Not covered: multi-version conversion of field sets, and
+/// `x-kubernetes-list-type` metadata beyond the strategy table.
 pub fn server_side_apply(
     live: Option<&Value>,
     applied: &Value,

@@ -1,4 +1,5 @@
-//! JSON patch, JSON merge patch, strategic merge patch and server-side apply.
+//! JSON patch, JSON merge patch, strategic merge patch and server-side apply, and the field
+//! ownership (`metadata.managedFields`) of apply and non-apply writes.
 //!
 //! Every function here is pure: it takes the current object and the request body as
 //! `serde_json::Value`s and returns the new object, never panicking whatever the input. Failures
@@ -10,12 +11,14 @@ mod error;
 mod schema;
 mod strategic;
 pub mod strategy;
+mod update;
 
 use serde_json::Value;
 
 pub use apply::{ApplyError, Conflict, server_side_apply};
 pub use error::PatchError;
 pub use strategic::strategic_merge_patch;
+pub use update::{manager_from_user_agent, track_update};
 
 /// Upstream's limit on the operations of one JSON patch (`maxJSONPatchOperations` in
 /// `k8s.io/apiserver/pkg/endpoints/handlers/patch.go`).

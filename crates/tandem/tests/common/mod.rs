@@ -376,6 +376,28 @@ impl Stream {
     /// Reads lines until one satisfies `pred` (bounded by `timeout`); returns that line.
     #[track_caller]
     pub fn wait_for(&mut self, what: &str, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
+        match self.try_wait_for(timeout, pred) {
+            Ok(Some(line)) => line,
+            Ok(None) => panic!(
+                "`{}`: no line matching {what} within {timeout:?}; output so far:\n{}",
+                self.label,
+                self.seen.join("\n")
+            ),
+            Err(()) => panic!(
+                "`{}` ended before {what}; output so far:\n{}",
+                self.label,
+                self.seen.join("\n")
+            ),
+        }
+    }
+
+    /// Reads lines until one satisfies `pred`: `Ok(None)` when `timeout` passes first, `Err`
+    /// when the process closed its stdout.
+    pub fn try_wait_for(
+        &mut self,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> Result<Option<String>, ()> {
         let deadline = Instant::now() + timeout;
         for _ in 0..100_000 {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -383,24 +405,29 @@ impl Stream {
                 Ok(line) => {
                     self.seen.push(line.clone());
                     if pred(&line) {
-                        return line;
+                        return Ok(Some(line));
                     }
                 }
-                Err(RecvTimeoutError::Timeout) => break,
-                Err(RecvTimeoutError::Disconnected) => {
-                    panic!(
-                        "`{}` ended before {what}; output so far:\n{}",
-                        self.label,
-                        self.seen.join("\n")
-                    )
-                }
+                Err(RecvTimeoutError::Timeout) => return Ok(None),
+                Err(RecvTimeoutError::Disconnected) => return Err(()),
             }
         }
-        panic!(
-            "`{}`: no line matching {what} within {timeout:?}; output so far:\n{}",
-            self.label,
-            self.seen.join("\n")
-        );
+        Ok(None)
+    }
+
+    /// Waits (bounded) for the process to exit and returns its status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        for _ in 0..10_000 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        None
     }
 
     /// Every line read so far.
