@@ -4,8 +4,6 @@
 use serde_json::json;
 
 use crate::error::ApiResult;
-use crate::output::Format;
-use crate::request::Query;
 use crate::rest::{Ctx, State};
 
 /// The namespaces every cluster has.
@@ -18,7 +16,7 @@ pub async fn ensure_namespaces(state: &State) -> ApiResult<()> {
         if state.store.get(&rt.key(None, ns)).await?.is_some() {
             continue;
         }
-        let mut ctx = Ctx { query: Query::default(), format: Format::Json, content_type: None, warnings: Vec::new(), user: "system:apiserver".into() };
+        let mut ctx = Ctx::internal("system:apiserver");
         match state.create(&mut ctx, &rt, None, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})).await {
             Ok(_) => {}
             Err(e) if e.code == 409 => {}

@@ -37,9 +37,37 @@ pub struct Ctx {
     pub content_type: Option<String>,
     pub warnings: Vec<String>,
     pub user: String,
+    pub user_agent: Option<String>,
+    /// Set while a server-side apply is being written: apply maintains managedFields itself.
+    pub applying: bool,
 }
 
 impl Ctx {
+    /// A context for requests the server makes on its own behalf.
+    pub fn internal(user: &str) -> Ctx {
+        Ctx { query: Query::default(), format: Format::Json, content_type: None, warnings: Vec::new(), user: user.to_string(), user_agent: None, applying: false }
+    }
+
+    /// The field manager of a write: `?fieldManager=`, else derived from the User-Agent as upstream.
+    fn field_manager(&self) -> String {
+        match (self.query.get("fieldManager"), &self.user_agent) {
+            (Some(m), _) => m.to_string(),
+            (None, Some(ua)) => tandem_core::patch::manager_from_user_agent(ua),
+            (None, None) => "unknown".to_string(),
+        }
+    }
+
+    /// Records the fields a non-apply write sets in `metadata.managedFields` (upstream's field
+    /// manager `Update` entries).
+    fn track(&self, rt: &ResourceType, old: Option<&Value>, new: &mut Value) {
+        if self.applying {
+            return;
+        }
+        let def = tandem_core::openapi::root_definition(&rt.api_version(), &rt.kind);
+        let now = tandem_core::time::now_rfc3339();
+        tandem_core::patch::track_update(old, new, &self.field_manager(), &rt.api_version(), def, &now);
+    }
+
     fn dry_run(&self) -> bool {
         self.query.get("dryRun") == Some("All")
     }
@@ -187,6 +215,12 @@ impl State {
         };
 
         let (items, revision, next) = if let Some(c) = cont {
+            // Nothing written since the first page: the cache still holds exactly that revision.
+            let snap = self.cache.snapshot(rt, &prefix, |o| filter.matches(rt, &o.value));
+            if snap.revision == c.revision {
+                let after: Vec<Arc<Object>> = snap.items.into_iter().filter(|o| o.key.as_str() > c.start_after.as_str()).collect();
+                return Ok(self.page_reply(ctx, rt, after, snap.revision, limit, &filter));
+            }
             self.list_from_store(rt, &prefix, Some(&c.start_after), limit, c.revision, &filter).await?
         } else if let Some(rev) = exact {
             self.list_from_store(rt, &prefix, None, limit, rev, &filter).await?
@@ -198,23 +232,33 @@ impl State {
                 if !self.cache.wait_for(target, Duration::from_secs(3)).await {
                     let rev = self.store.current_revision();
                     let (items, revision, next) = self.list_from_store(rt, &prefix, None, limit, rev, &filter).await?;
-                    return Ok(self.list_reply(ctx, rt, items, revision, next));
+                    return Ok(self.list_reply(ctx, rt, items, revision, next, None));
                 }
             } else if let Some(min) = rv_param.and_then(|r| r.parse::<Revision>().ok()) {
                 self.cache.wait_for(min, Duration::from_secs(3)).await;
             }
             let snap = self.cache.snapshot(rt, &prefix, |o| filter.matches(rt, &o.value));
-            let mut items = snap.items;
-            let mut next = None;
-            if let Some(l) = limit {
-                if items.len() > l {
-                    items.truncate(l);
-                    next = items.last().map(|o| Continue { revision: snap.revision, start_after: o.key.clone() }.encode());
+            return Ok(self.page_reply(ctx, rt, snap.items, snap.revision, limit, &filter));
+        };
+        Ok(self.list_reply(ctx, rt, items, revision, next, None))
+    }
+
+    /// One page of a cached snapshot: the first `limit` items, a continue token when more remain,
+    /// and `remainingItemCount` when no selector filtered the list (upstream only knows it then).
+    fn page_reply(&self, ctx: &Ctx, rt: &ResourceType, mut items: Vec<Arc<Object>>, revision: Revision, limit: Option<usize>, filter: &Filter) -> Reply {
+        let mut next = None;
+        let mut remaining = None;
+        if let Some(l) = limit {
+            if items.len() > l {
+                let rest = items.len() - l;
+                items.truncate(l);
+                next = items.last().map(|o| Continue { revision, start_after: o.key.clone() }.encode());
+                if filter.is_empty() {
+                    remaining = Some(rest as i64);
                 }
             }
-            (items, snap.revision, next)
-        };
-        Ok(self.list_reply(ctx, rt, items, revision, next))
+        }
+        self.list_reply(ctx, rt, items, revision, next, remaining)
     }
 
     async fn list_from_store(&self, rt: &ResourceType, prefix: &str, start: Option<&str>, limit: Option<usize>, revision: Revision, filter: &Filter) -> ApiResult<(Vec<Arc<Object>>, Revision, Option<String>)> {
@@ -245,7 +289,7 @@ impl State {
         }
     }
 
-    fn list_reply(&self, ctx: &Ctx, rt: &ResourceType, items: Vec<Arc<Object>>, revision: Revision, next: Option<String>) -> Reply {
+    fn list_reply(&self, ctx: &Ctx, rt: &ResourceType, items: Vec<Arc<Object>>, revision: Revision, next: Option<String>, remaining: Option<i64>) -> Reply {
         match ctx.format {
             Format::Table { beta } => {
                 let values: Vec<&Value> = items.iter().map(|o| &o.value).collect();
@@ -256,7 +300,7 @@ impl State {
                 let list = output::metadata_list(&items, revision, next.as_deref(), beta);
                 Reply::Raw(200, Bytes::from(serde_json::to_vec(&list).unwrap_or_default()), "application/json")
             }
-            Format::Json | Format::Yaml => Reply::Raw(200, output::encode_list(rt, &items, revision, next.as_deref(), None), "application/json"),
+            Format::Json | Format::Yaml => Reply::Raw(200, output::encode_list(rt, &items, revision, next.as_deref(), remaining), "application/json"),
         }
     }
 
@@ -370,6 +414,7 @@ impl State {
         if !errors.is_empty() {
             return Err(ApiError::invalid(rt, &name, &errors));
         }
+        ctx.track(rt, None, &mut obj);
         Ok(obj)
     }
 
@@ -409,6 +454,9 @@ impl State {
         };
         if !errors.is_empty() {
             return Err(ApiError::invalid(rt, name, &errors));
+        }
+        if sub.is_none() {
+            ctx.track(rt, Some(old), &mut new);
         }
         let key = rt.key(ns, name);
         let finished = meta::is_deleting(&new) && meta::finalizers(&new).is_empty() && !has_spec_finalizers(rt, &new);
@@ -473,6 +521,7 @@ impl State {
                     let now = tandem_core::time::now_rfc3339();
                     let def = tandem_core::openapi::root_definition(&rt.api_version(), &rt.kind);
                     let obj = tandem_core::patch::server_side_apply(None, &patch, &manager, force, def, &now).map_err(|e| apply_error(rt, name, e))?;
+                    ctx.applying = true;
                     return self.create(ctx, rt, ns, obj).await;
                 }
                 return Err(ApiError::not_found(rt, name));
@@ -495,6 +544,7 @@ impl State {
                 return self.write_scale(ctx, rt, ns, name, &old, kv.mod_revision, &patched).await;
             }
             let new = self.decode_typed(ctx, rt, &patched)?;
+            ctx.applying = kind == PatchKind::Apply;
             match self.commit_update(ctx, rt, ns, name, new, &old, kv.mod_revision, sub).await {
                 Err(e) if e.code == 409 && e.reason == "Conflict" && meta::resource_version(&patched).is_none() => continue,
                 other => return other,
@@ -602,11 +652,13 @@ impl State {
         for _ in 0..5 {
             let kv = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(rt, name))?;
             let old = parse_stored(rt, &kv)?;
+            // Upstream names the resource `pods/binding` in these conflicts.
+            let binding_rt = ResourceType { plural: "pods/binding".into(), ..rt.clone() };
             if meta::is_deleting(&old) {
-                return Err(ApiError::conflict_msg(rt, name, "pod is being deleted, cannot be assigned to a host"));
+                return Err(ApiError::conflict_msg(&binding_rt, name, "pod is being deleted, cannot be assigned to a host"));
             }
             if let Some(existing) = old.pointer("/spec/nodeName").and_then(Value::as_str).filter(|s| !s.is_empty()) {
-                return Err(ApiError::conflict_msg(rt, name, &format!("pod {name} is already assigned to node \"{existing}\"")));
+                return Err(ApiError::conflict_msg(&binding_rt, name, &format!("pod {name} is already assigned to node \"{existing}\"")));
             }
             let mut new = old.clone();
             new["spec"]["nodeName"] = json!(node);
@@ -652,6 +704,9 @@ impl State {
         if ctx.query.get("dryRun").is_some_and(|d| d != "All") {
             return Err(ApiError::bad_request("unsupported dryRun value: only All is supported"));
         }
+        // DeleteOptions may carry the dry run in the body (kube-rs does) instead of the query.
+        let body_dry_run = opts.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v.as_str() == Some("All")));
+        let dry_run = ctx.dry_run() || body_dry_run;
         for _ in 0..8 {
             let kv = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(rt, name))?;
             let old = parse_stored(rt, &kv)?;
@@ -681,7 +736,7 @@ impl State {
             }
             let pending_spec = has_spec_finalizers(rt, &old);
             if finalizers.is_empty() && grace == 0 && !pending_spec {
-                if ctx.dry_run() {
+                if dry_run {
                     return Ok(Reply::Value(200, old));
                 }
                 match self.store.delete(&key, Some(kv.mod_revision)).await {
@@ -709,7 +764,7 @@ impl State {
             if rt.kind == "Namespace" && rt.group.is_empty() {
                 new["status"]["phase"] = json!("Terminating");
             }
-            if ctx.dry_run() {
+            if dry_run {
                 return Ok(Reply::Value(200, new));
             }
             let bytes = to_stored(&new)?;

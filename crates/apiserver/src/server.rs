@@ -251,7 +251,8 @@ async fn route(state: Arc<State>, identity: Option<Identity>, tokens: &[(String,
         return error_response(&ApiError::not_acceptable(format!("only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io (got {:?})", accept.unwrap_or_default())), &[]);
     };
     let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let mut ctx = Ctx { query, format, content_type, warnings: Vec::new(), user: identity.user };
+    let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let mut ctx = Ctx { query, format, content_type, warnings: Vec::new(), user: identity.user, user_agent, applying: false };
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {

@@ -175,7 +175,15 @@ fn translate(rt: &ResourceType, filter: &Filter, ev: &CacheEvent, enc: &mut Enco
             match (before, now) {
                 (true, true) => Some(enc.event("MODIFIED", &ev.object)),
                 (false, true) => Some(enc.event("ADDED", &ev.object)),
-                (true, false) => Some(enc.event("DELETED", &ev.object)),
+                (true, false) => {
+                    // Upstream's cacher sends the last state the watcher saw (the old object),
+                    // stamped with the resourceVersion of the change that made it leave.
+                    let prev = ev.prev.as_ref()?;
+                    let mut value = prev.value.clone();
+                    crate::cache::set_resource_version(&mut value, ev.rv());
+                    let json = bytes::Bytes::from(serde_json::to_vec(&value).ok()?);
+                    Some(enc.event("DELETED", &Object { key: prev.key.clone(), rv: ev.rv(), value, json }))
+                }
                 (false, false) => None,
             }
         }

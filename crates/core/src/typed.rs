@@ -27,7 +27,11 @@ pub struct Decoded {
 }
 
 fn round<T: DeserializeOwned + Serialize>(value: &Value) -> Result<Value, String> {
-    let typed: T = T::deserialize(value).map_err(|e| e.to_string())?;
+    // The error names the field path, as upstream's decoder names the Go struct field.
+    let typed: T = serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        if path.is_empty() || path == "." { e.inner().to_string() } else { format!("{path}: {}", e.inner()) }
+    })?;
     serde_json::to_value(&typed).map_err(|e| e.to_string())
 }
 
@@ -126,6 +130,6 @@ mod tests {
         let reg = Registry::builtin();
         let deploy = reg.by_kind("apps/v1", "Deployment").expect("deployments");
         let e = roundtrip(&deploy, &json!({"spec":{"replicas":"three"}})).expect_err("must fail");
-        assert!(e.to_string().starts_with("Deployment in version \"v1\" cannot be handled as a Deployment:"), "{e}");
+        assert!(e.to_string().starts_with("Deployment in version \"v1\" cannot be handled as a Deployment: spec.replicas: invalid type"), "{e}");
     }
 }

@@ -112,7 +112,7 @@ fn create_replace_and_delete_work_on_every_seed_manifest() {
         assert!(s.get_json(obj).is_some(), "{obj:?} should exist after create/replace");
     }
     for name in valid_seeds() {
-        let deleted = s.kubectl(&["delete", "-f", &seed(&name), "--timeout=60s"]);
+        let deleted = s.kubectl(&["delete", "-f", &seed(&name), "--timeout=45s"]);
         for line in deleted.ok().lines() {
             assert!(line.ends_with(" deleted"), "{name}: {}", deleted.stdout);
         }

@@ -37,15 +37,19 @@ fn label_adds_overwrites_and_removes_labels() {
 }
 
 #[test]
-fn label_with_an_invalid_value_is_rejected_by_the_server() {
+fn invalid_label_value_sent_in_a_patch_is_rejected_and_nothing_changes() {
     let s = Server::start();
     s.create(&configmap("cfg", &[]));
     let rv = jsonpath(&s, &["cm", "cfg"], "{.metadata.resourceVersion}");
-    let out = s.kubectl(&["label", "cm", "cfg", "tier=-not-valid-"]);
+    // kubectl label validates values client-side; a patch reaches the server's validation.
+    let out = s.kubectl(&[
+        "patch", "cm", "cfg", "--type", "merge", "-p", r#"{"metadata":{"labels":{"tier":"-not-valid-"}}}"#,
+    ]);
     let err = out.err();
-    assert!(err.contains("Invalid") || err.contains("invalid"), "{err}");
-    assert!(err.contains("metadata.labels"), "{err}");
+    assert!(err.contains("is invalid"), "{err}");
+    assert!(err.contains("metadata.labels"), "the cause should name metadata.labels: {err}");
     assert_eq!(jsonpath(&s, &["cm", "cfg"], "{.metadata.resourceVersion}"), rv);
+    assert_eq!(jsonpath(&s, &["cm", "cfg"], "{.metadata.labels}"), "");
 }
 
 #[test]
@@ -172,11 +176,11 @@ fn delete_with_wait_returns_once_the_object_is_gone() {
     let s = Server::start();
     s.create(&configmap("cfg", &[]));
     s.create(&pod("unbound", None));
-    let out = s.kubectl(&["delete", "cm", "cfg", "--wait=true", "--timeout=60s"]);
+    let out = s.kubectl(&["delete", "cm", "cfg", "--wait=true", "--timeout=45s"]);
     assert_eq!(out.ok().trim(), "configmap \"cfg\" deleted");
     assert!(s.get_json(&["cm", "cfg"]).is_none());
     // A pod no node has accepted is deleted at once (upstream skips graceful deletion for it).
-    let out = s.kubectl(&["delete", "pod", "unbound", "--wait=true", "--timeout=60s"]);
+    let out = s.kubectl(&["delete", "pod", "unbound", "--wait=true", "--timeout=45s"]);
     assert_eq!(out.ok().trim(), "pod \"unbound\" deleted");
     assert!(s.get_json(&["pod", "unbound"]).is_none());
     let missing = s.kubectl(&["delete", "cm", "cfg"]);
@@ -237,7 +241,7 @@ spec:
 fn delete_with_background_cascade_removes_dependents() {
     let s = Server::start();
     deployment_with_dependent(&s);
-    let out = s.kubectl(&["delete", "deploy", "web", "--cascade=background", "--timeout=60s"]);
+    let out = s.kubectl(&["delete", "deploy", "web", "--cascade=background", "--timeout=45s"]);
     assert!(out.ok().contains("deployment.apps \"web\" deleted"), "{}", out.stdout);
     assert!(s.get_json(&["deploy", "web"]).is_none());
     s.eventually("the dependent ReplicaSet to be garbage-collected", SETTLE, || {
@@ -270,7 +274,7 @@ fn delete_with_foreground_cascade_removes_dependents_before_the_owner() {
 fn delete_with_orphan_cascade_keeps_dependents_without_owner_reference() {
     let s = Server::start();
     let rs_uid = deployment_with_dependent(&s);
-    let out = s.kubectl(&["delete", "deploy", "web", "--cascade=orphan", "--timeout=60s"]);
+    let out = s.kubectl(&["delete", "deploy", "web", "--cascade=orphan", "--timeout=45s"]);
     out.ok();
     s.eventually("the owner to be gone", SETTLE, || s.get_json(&["deploy", "web"]).is_none().then_some(()));
     let rs = s.get_json(&["rs", "web-rs"]).expect("orphaned ReplicaSet survives");
@@ -286,7 +290,7 @@ fn delete_with_orphan_cascade_keeps_dependents_without_owner_reference() {
 fn wait_for_condition_returns_when_the_status_condition_is_set() {
     let s = Server::start();
     s.create(&pod("x", None));
-    let mut wait = s.kubectl_stream(&["wait", "--for=condition=Ready", "pod/x", "--timeout=60s"]);
+    let mut wait = s.kubectl_stream(&["wait", "--for=condition=Ready", "pod/x", "--timeout=45s"]);
     let out = s.kubectl(&[
         "patch", "pod", "x", "--subresource=status", "--type", "merge", "-p",
         r#"{"status":{"conditions":[{"type":"Ready","status":"True"}]}}"#,
@@ -317,7 +321,7 @@ fn wait_for_condition_times_out_when_the_condition_never_holds() {
 fn wait_for_delete_returns_when_the_object_is_deleted() {
     let s = Server::start();
     s.create(&configmap("doomed", &[]));
-    let mut wait = s.kubectl_stream(&["wait", "--for=delete", "configmap/doomed", "--timeout=60s"]);
+    let mut wait = s.kubectl_stream(&["wait", "--for=delete", "configmap/doomed", "--timeout=45s"]);
     s.kubectl(&["delete", "cm", "doomed", "--wait=false"]).ok();
     let status = wait.wait_exit(Duration::from_secs(60)).expect("kubectl wait exits");
     assert!(status.success(), "kubectl wait --for=delete failed: {status}; output {:?}", wait.seen());
@@ -367,9 +371,9 @@ fn namespace_from_a_manifest_holds_objects_and_deleting_it_removes_them() {
         &["apply", "-f", "-"],
         &format!(
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n---\n{}---\n{}---\n{}",
-            configmap("cfg", &[]).replace("metadata:\n", "metadata:\n  namespace: team\n"),
-            pod("worker", None).replace("metadata:\n", "metadata:\n  namespace: team\n"),
-            deployment("web", 1).replace("metadata:\n", "metadata:\n  namespace: team\n"),
+            configmap("cfg", &[]).replacen("metadata:\n", "metadata:\n  namespace: team\n", 1),
+            pod("worker", None).replacen("metadata:\n", "metadata:\n  namespace: team\n", 1),
+            deployment("web", 1).replacen("metadata:\n", "metadata:\n  namespace: team\n", 1),
         ),
     );
     let text = out.ok();
@@ -377,7 +381,7 @@ fn namespace_from_a_manifest_holds_objects_and_deleting_it_removes_them() {
     assert!(s.get_json(&["cm", "cfg", "-n", "team"]).is_some());
     assert_eq!(jsonpath(&s, &["ns", "team"], "{.status.phase}"), "Active");
 
-    let out = s.kubectl(&["delete", "namespace", "team", "--timeout=60s"]);
+    let out = s.kubectl(&["delete", "namespace", "team", "--timeout=45s"]);
     assert!(out.ok().contains("namespace \"team\" deleted"), "{}", out.stdout);
     s.eventually("namespace team to be gone", SETTLE, || s.get_json(&["ns", "team"]).is_none().then_some(()));
     for kind in ["cm", "pods", "deployments"] {

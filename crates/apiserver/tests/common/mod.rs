@@ -30,16 +30,30 @@ pub struct TestServer {
 pub async fn start() -> TestServer {
     let dir = tempfile::tempdir().expect("create temp dir");
     let (server, client) = start_at(dir.path()).await.expect("start API server");
-    TestServer { client, server, data_dir: dir.path().to_path_buf(), _dir: Some(dir) }
+    TestServer {
+        client,
+        server,
+        data_dir: dir.path().to_path_buf(),
+        _dir: Some(dir),
+    }
 }
 
 /// Starts a server on `data_dir` (which may hold the state of an earlier server), returning the
 /// server and an admin client. The caller keeps `data_dir` alive.
 pub async fn start_at(data_dir: &Path) -> Result<(ApiServer, Client)> {
-    let store = Arc::new(SqliteStore::open(&data_dir.join("state.db"), SqliteOptions::default()).context("open store")?);
+    let store = Arc::new(
+        SqliteStore::open(&data_dir.join("state.db"), SqliteOptions::default())
+            .context("open store")?,
+    );
     let kubeconfig = data_dir.join("kubeconfig");
-    let config = Config { data_dir: data_dir.to_path_buf(), bind: "127.0.0.1:0".parse()?, kubeconfig: Some(kubeconfig.clone()) };
-    let server = ApiServer::start(config, store).await.context("start server")?;
+    let config = Config {
+        data_dir: data_dir.to_path_buf(),
+        bind: "127.0.0.1:0".parse()?,
+        kubeconfig: Some(kubeconfig.clone()),
+    };
+    let server = ApiServer::start(config, store)
+        .await
+        .context("start server")?;
     let client = client_for(&kubeconfig).await?;
     Ok((server, client))
 }
@@ -47,7 +61,10 @@ pub async fn start_at(data_dir: &Path) -> Result<(ApiServer, Client)> {
 /// A `kube::Client` built from a kubeconfig file, as a controller would build one.
 pub async fn client_for(kubeconfig: &Path) -> Result<Client> {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig).context("read kubeconfig")?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.context("load kubeconfig")?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .context("load kubeconfig")?;
     Ok(Client::try_from(config)?)
 }
 
@@ -62,7 +79,11 @@ where
 {
     let data_dir = data_dir.to_path_buf();
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
         let out = rt.block_on(async move {
             let (server, client) = start_at(&data_dir).await.expect("start first server");
             let out = f(client).await;
@@ -87,9 +108,17 @@ pub fn api_error<T: std::fmt::Debug>(result: kube::Result<T>) -> Status {
 
 /// Asserts a call failed with `code` and `reason`, returning the `Status`.
 #[track_caller]
-pub fn expect_status<T: std::fmt::Debug>(result: kube::Result<T>, code: u16, reason: &str) -> Status {
+pub fn expect_status<T: std::fmt::Debug>(
+    result: kube::Result<T>,
+    code: u16,
+    reason: &str,
+) -> Status {
     let status = api_error(result);
-    assert_eq!((status.code, status.reason.as_str()), (code, reason), "unexpected status: {status:?}");
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (code, reason),
+        "unexpected status: {status:?}"
+    );
     status
 }
 
@@ -103,23 +132,50 @@ pub struct RawResponse {
 }
 
 /// Sends `method path` with an optional JSON body and extra headers.
-pub async fn raw(client: &Client, method: &str, path: &str, body: Option<Vec<u8>>, headers: &[(&str, &str)]) -> RawResponse {
+pub async fn raw(
+    client: &Client,
+    method: &str,
+    path: &str,
+    body: Option<Vec<u8>>,
+    headers: &[(&str, &str)],
+) -> RawResponse {
     let mut builder = http::Request::builder().method(method).uri(path);
     let has_body = body.is_some();
-    if has_body && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
+    if has_body
+        && !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+    {
         builder = builder.header("content-type", "application/json");
     }
     for (k, v) in headers {
         builder = builder.header(*k, *v);
     }
-    let req = builder.body(kube::client::Body::from(body.unwrap_or_default())).expect("build request");
+    let req = builder
+        .body(kube::client::Body::from(body.unwrap_or_default()))
+        .expect("build request");
     let resp = client.send(req).await.expect("send request");
     let code = resp.status().as_u16();
-    let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
-    let bytes = resp.into_body().collect().await.expect("read body").to_bytes();
+    let content_type = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .expect("read body")
+        .to_bytes();
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    RawResponse { code, content_type, body, text }
+    RawResponse {
+        code,
+        content_type,
+        body,
+        text,
+    }
 }
 
 /// Parses a JSON value into a typed object, panicking on mismatch (test fixtures only).
@@ -140,7 +196,12 @@ pub fn pod(name: &str) -> k8s_openapi::api::core::v1::Pod {
 /// A pod with labels.
 pub fn labeled_pod(name: &str, labels: &[(&str, &str)]) -> k8s_openapi::api::core::v1::Pod {
     let mut p = pod(name);
-    p.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+    p.metadata.labels = Some(
+        labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
     p
 }
 
@@ -174,8 +235,13 @@ pub fn deployment(name: &str, replicas: i32) -> k8s_openapi::api::apps::v1::Depl
 /// Creates a namespace and returns its name.
 pub async fn namespace(client: &Client, name: &str) -> String {
     use k8s_openapi::api::core::v1::Namespace;
-    let ns: Namespace = from_json(serde_json::json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } }));
-    kube::Api::<Namespace>::all(client.clone()).create(&Default::default(), &ns).await.expect("create namespace");
+    let ns: Namespace = from_json(
+        serde_json::json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } }),
+    );
+    kube::Api::<Namespace>::all(client.clone())
+        .create(&Default::default(), &ns)
+        .await
+        .expect("create namespace");
     name.to_string()
 }
 

@@ -14,11 +14,17 @@ async fn list_metadata_returns_partial_object_metadata_only() {
     let s = common::start().await;
     let api: Api<Pod> = Api::namespaced(s.client.clone(), "default");
     for n in ["m1", "m2"] {
-        api.create(&PostParams::default(), &labeled_pod(n, &[("app", "meta")])).await.unwrap();
+        api.create(&PostParams::default(), &labeled_pod(n, &[("app", "meta")]))
+            .await
+            .unwrap();
     }
     let list = api.list_metadata(&ListParams::default()).await.unwrap();
     assert_eq!(list.types.kind, "PartialObjectMetadataList");
-    let mut names: Vec<_> = list.items.iter().filter_map(|p| p.metadata.name.clone()).collect();
+    let mut names: Vec<_> = list
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
     names.sort();
     assert_eq!(names, vec!["m1", "m2"]);
     for item in &list.items {
@@ -27,31 +33,83 @@ async fn list_metadata_returns_partial_object_metadata_only() {
     }
 
     let one = api.get_metadata("m1").await.unwrap();
-    assert_eq!(one.types.as_ref().map(|t| (t.api_version.as_str(), t.kind.as_str())), Some(("meta.k8s.io/v1", "PartialObjectMetadata")));
+    assert_eq!(
+        one.types
+            .as_ref()
+            .map(|t| (t.api_version.as_str(), t.kind.as_str())),
+        Some(("meta.k8s.io/v1", "PartialObjectMetadata"))
+    );
 
     // The raw body has no spec or status.
-    let resp = raw(&s.client, "GET", "/api/v1/namespaces/default/pods/m1", None, &[("accept", "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")]).await;
+    let resp = raw(
+        &s.client,
+        "GET",
+        "/api/v1/namespaces/default/pods/m1",
+        None,
+        &[(
+            "accept",
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        )],
+    )
+    .await;
     assert_eq!(resp.code, 200, "{}", resp.text);
     assert_eq!(resp.body["kind"], "PartialObjectMetadata");
-    assert!(resp.body.get("spec").is_none() && resp.body.get("status").is_none(), "{}", resp.text);
+    assert!(
+        resp.body.get("spec").is_none() && resp.body.get("status").is_none(),
+        "{}",
+        resp.text
+    );
 }
 
 fn column_names(table: &Value) -> Vec<String> {
-    table["columnDefinitions"].as_array().expect("columnDefinitions").iter().map(|c| c["name"].as_str().unwrap_or_default().to_string()).collect()
+    table["columnDefinitions"]
+        .as_array()
+        .expect("columnDefinitions")
+        .iter()
+        .map(|c| c["name"].as_str().unwrap_or_default().to_string())
+        .collect()
 }
 
 #[tokio::test]
 async fn table_list_of_pods_has_upstream_columns() {
     let s = common::start().await;
     let api: Api<Pod> = Api::namespaced(s.client.clone(), "default");
-    api.create(&PostParams::default(), &labeled_pod("t1", &[])).await.unwrap();
+    api.create(&PostParams::default(), &labeled_pod("t1", &[]))
+        .await
+        .unwrap();
 
-    let resp = raw(&s.client, "GET", "/api/v1/namespaces/default/pods", None, &[("accept", TABLE)]).await;
+    let resp = raw(
+        &s.client,
+        "GET",
+        "/api/v1/namespaces/default/pods",
+        None,
+        &[("accept", TABLE)],
+    )
+    .await;
     assert_eq!(resp.code, 200, "{}", resp.text);
     let t = &resp.body;
-    assert_eq!((t["apiVersion"].as_str(), t["kind"].as_str()), (Some("meta.k8s.io/v1"), Some("Table")));
-    assert_eq!(column_names(t), vec!["Name", "Ready", "Status", "Restarts", "Age", "IP", "Node", "Nominated Node", "Readiness Gates"]);
-    assert!(t["metadata"]["resourceVersion"].is_string(), "the table carries the list's resourceVersion");
+    assert_eq!(
+        (t["apiVersion"].as_str(), t["kind"].as_str()),
+        (Some("meta.k8s.io/v1"), Some("Table"))
+    );
+    assert_eq!(
+        column_names(t),
+        vec![
+            "Name",
+            "Ready",
+            "Status",
+            "Restarts",
+            "Age",
+            "IP",
+            "Node",
+            "Nominated Node",
+            "Readiness Gates"
+        ]
+    );
+    assert!(
+        t["metadata"]["resourceVersion"].is_string(),
+        "the table carries the list's resourceVersion"
+    );
 
     let rows = t["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 1);
@@ -77,7 +135,14 @@ async fn table_get_of_one_pod_has_one_row() {
     p.spec.as_mut().unwrap().node_name = Some("node-9".into());
     api.create(&PostParams::default(), &p).await.unwrap();
 
-    let resp = raw(&s.client, "GET", "/api/v1/namespaces/default/pods/t2", None, &[("accept", TABLE)]).await;
+    let resp = raw(
+        &s.client,
+        "GET",
+        "/api/v1/namespaces/default/pods/t2",
+        None,
+        &[("accept", TABLE)],
+    )
+    .await;
     assert_eq!(resp.code, 200, "{}", resp.text);
     assert_eq!(resp.body["kind"], "Table");
     let rows = resp.body["rows"].as_array().expect("rows");
@@ -90,9 +155,21 @@ async fn table_get_of_one_pod_has_one_row() {
 async fn table_with_include_object_none_omits_objects() {
     let s = common::start().await;
     let api: Api<Pod> = Api::namespaced(s.client.clone(), "default");
-    api.create(&PostParams::default(), &labeled_pod("t3", &[])).await.unwrap();
-    let resp = raw(&s.client, "GET", "/api/v1/namespaces/default/pods?includeObject=None", None, &[("accept", TABLE)]).await;
+    api.create(&PostParams::default(), &labeled_pod("t3", &[]))
+        .await
+        .unwrap();
+    let resp = raw(
+        &s.client,
+        "GET",
+        "/api/v1/namespaces/default/pods?includeObject=None",
+        None,
+        &[("accept", TABLE)],
+    )
+    .await;
     assert_eq!(resp.code, 200, "{}", resp.text);
     let row = &resp.body["rows"][0];
-    assert!(row.get("object").is_none_or(Value::is_null), "no object: {row}");
+    assert!(
+        row.get("object").is_none_or(Value::is_null),
+        "no object: {row}"
+    );
 }

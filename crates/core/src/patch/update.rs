@@ -731,7 +731,11 @@ mod tests {
         let live = applied(deployment(1, "nginx"), "ci", NOW);
         let mut a = with(live.clone(), "/spec/replicas", json!(2));
         track_update(Some(&live), &mut a, "zz", "apps/v1", DEPLOYMENT, LATER);
-        let mut b = with(a.clone(), "/metadata/labels/x", json!("y"));
+        let mut b = with(
+            a.clone(),
+            "/metadata/labels",
+            json!({"app": "web", "x": "y"}),
+        );
         track_update(Some(&a), &mut b, "aa", "apps/v1", DEPLOYMENT, LATEST);
         let order: Vec<&str> = b
             .pointer("/metadata/managedFields")
@@ -810,7 +814,7 @@ mod tests {
             };
             match kind {
                 0 => Value::Null,
-                1 => json!(self.next() % 2 == 0),
+                1 => json!(self.next().is_multiple_of(2)),
                 2 => json!(self.next() % 10),
                 3 => json!("Update"),
                 4 => json!("a"),

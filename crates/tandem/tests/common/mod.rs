@@ -19,7 +19,7 @@ use tempfile::TempDir;
 /// How long the server may take to write its kubeconfig and report ready.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long any single kubectl invocation may run before the harness kills it.
-const KUBECTL_TIMEOUT: Duration = Duration::from_secs(60);
+const KUBECTL_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// The output of one finished command.
 #[derive(Debug)]
@@ -245,6 +245,46 @@ impl Server {
         Stream::spawn(cmd, format!("kubectl {}", args.join(" ")))
     }
 
+    /// Runs kubectl at `-v=6` and returns its output with the HTTP status codes of every
+    /// response it logged, so a test can assert the exact code (`400`, `413`, `422`, ...).
+    pub fn kubectl_codes(&self, args: &[&str], stdin: Option<&str>) -> (Output, Vec<u16>) {
+        let mut full = args.to_vec();
+        full.push("-v=6");
+        let out = self.kubectl_full(&full, stdin, &[], KUBECTL_TIMEOUT);
+        let codes = response_codes(&out.stderr);
+        (out, codes)
+    }
+
+    /// Panics unless the server process is still running and answers `/readyz`.
+    #[track_caller]
+    pub fn assert_alive(&mut self) {
+        if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            panic!("tandem server died ({status}):\n{}", self.log());
+        }
+        let out = self.kubectl(&["get", "--raw", "/readyz"]);
+        assert!(out.success(), "server not ready: {}\n{}", out.stderr, self.log());
+    }
+
+    /// A kubeconfig for this server that carries no credentials (and optionally a bearer token).
+    pub fn anonymous_kubeconfig(&self, token: Option<&str>) -> PathBuf {
+        let text = fs::read_to_string(self.kubeconfig()).expect("read kubeconfig");
+        let ca = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("certificate-authority-data:"))
+            .expect("kubeconfig has certificate-authority-data")
+            .trim()
+            .to_string();
+        let user = match token {
+            Some(t) => format!("{{token: {t}}}"),
+            None => "{}".to_string(),
+        };
+        let config = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: anon\n  user: {user}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: anon\n    namespace: default\ncurrent-context: c\n",
+            self.url()
+        );
+        self.write_file(&format!("anon-{}.kubeconfig", token.is_some()), &config)
+    }
+
     /// Writes `contents` to a scratch file in the server's temp dir and returns its path.
     pub fn write_file(&self, name: &str, contents: &str) -> PathBuf {
         let path = self.dir().join(name);
@@ -441,6 +481,16 @@ impl Drop for Stream {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The HTTP status codes in kubectl's `-v=6` log (`status="404 Not Found"`), in order.
+pub fn response_codes(log: &str) -> Vec<u16> {
+    log.match_indices("status=\"")
+        .filter_map(|(i, m)| {
+            let rest = &log[i + m.len()..];
+            rest.get(..3).and_then(|c| c.parse().ok())
+        })
+        .collect()
 }
 
 /// The `server:` URL in a kubeconfig's text.
