@@ -1,6 +1,7 @@
 //! The Kubernetes-compatible HTTP(S) API server of tandem: discovery, OpenAPI, CRUD, watch, patch,
 //! tables and subresources over the revisioned store, with a watch cache in front.
 
+mod admission;
 pub mod bootstrap;
 pub mod cache;
 pub mod discovery;
@@ -12,6 +13,8 @@ pub mod pki;
 pub mod request;
 pub mod rest;
 pub mod server;
+pub mod service_alloc;
 pub mod watch;
 
+pub use rest::Options;
 pub use server::{ApiServer, Config, StartError};

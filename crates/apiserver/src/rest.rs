@@ -28,6 +28,38 @@ pub struct State {
     pub registry: Registry,
     pub store: Arc<dyn Store>,
     pub cache: Arc<Cache>,
+    pub options: Options,
+    /// Held by Service writes until the cache reflects them (see `service_alloc`).
+    pub service_lock: tokio::sync::Mutex<()>,
+}
+
+/// Server behaviour switches.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Whether privileged (and so HostProcess) pods are allowed: upstream's `--allow-privileged`.
+    pub allow_privileged: bool,
+    /// Service ClusterIP and NodePort ranges.
+    pub service_ranges: crate::service_alloc::ServiceRanges,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { allow_privileged: true, service_ranges: Default::default() }
+    }
+}
+
+fn is_service(rt: &ResourceType) -> bool {
+    rt.group.is_empty() && rt.kind == "Service"
+}
+
+/// Runs admission and collects its field errors into `errors` and its warnings into `ctx`.
+async fn run_admission(state: &State, ctx: &mut Ctx, op: tandem_core::admission::Operation, rt: &ResourceType, obj: &mut Value, old: Option<&Value>, errors: &mut Vec<FieldError>) -> ApiResult<()> {
+    match state.admit(op, rt, obj, old).await {
+        Ok(warnings) => ctx.warnings.extend(warnings),
+        Err(tandem_core::admission::AdmissionError::Invalid(e)) => errors.extend(e),
+        Err(other) => return Err(crate::admission::admission_error(rt, obj, other)),
+    }
+    Ok(())
 }
 
 /// Per-request context.
@@ -327,7 +359,9 @@ impl State {
                 _ => ctx.warnings.extend(msgs),
             }
         }
-        Ok(decoded.object)
+        let mut object = decoded.object;
+        drop_empty_metadata(&mut object);
+        Ok(object)
     }
 
     async fn namespace_allows_create(&self, ns: &str) -> ApiResult<()> {
@@ -351,6 +385,7 @@ impl State {
 
     /// Create: decode, fill system metadata, default, validate, store.
     pub async fn create(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, body: Value) -> ApiResult<Reply> {
+        let _service_guard = if is_service(rt) { Some(self.service_lock.lock().await) } else { None };
         let obj = self.prepare_create(ctx, rt, ns, body).await?;
         let name = meta::name(&obj).unwrap_or_default().to_string();
         if ctx.dry_run() {
@@ -361,6 +396,9 @@ impl State {
             StoreError::AlreadyExists(_) => ApiError::already_exists(rt, &name),
             other => other.into(),
         })?;
+        if is_service(rt) {
+            self.cache.wait_for(kv.mod_revision, Duration::from_secs(3)).await;
+        }
         Ok(Reply::Value(201, with_rv(obj, kv.mod_revision)))
     }
 
@@ -410,7 +448,12 @@ impl State {
         }
         crate::pipeline::apply_defaults(rt, &mut obj);
         crate::pipeline::prepare_for_create(rt, &mut obj, &uid);
-        let errors = crate::pipeline::validate_create(rt, &obj);
+        let mut errors = Vec::new();
+        run_admission(self, ctx, tandem_core::admission::Operation::Create, rt, &mut obj, None, &mut errors).await?;
+        if is_service(rt) {
+            errors.extend(crate::service_alloc::allocate(self, rt, &mut obj, None));
+        }
+        errors.extend(crate::pipeline::validate_create(rt, &obj));
         if !errors.is_empty() {
             return Err(ApiError::invalid(rt, &name, &errors));
         }
@@ -448,10 +491,17 @@ impl State {
             }
             _ => crate::pipeline::prepare_for_update(rt, &mut new, old),
         }
-        let errors = match sub {
+        let mut errors = Vec::new();
+        if sub.is_none() {
+            run_admission(self, ctx, tandem_core::admission::Operation::Update, rt, &mut new, Some(old), &mut errors).await?;
+            if is_service(rt) {
+                errors.extend(crate::service_alloc::allocate(self, rt, &mut new, Some(old)));
+            }
+        }
+        errors.extend(match sub {
             Some("status" | "finalize") => crate::pipeline::validate_status_update(rt, &new, old),
             _ => crate::pipeline::validate_update(rt, &new, old),
-        };
+        });
         if !errors.is_empty() {
             return Err(ApiError::invalid(rt, name, &errors));
         }
@@ -489,6 +539,7 @@ impl State {
             }
         }
         let new = self.decode_typed(ctx, rt, &body)?;
+        let _service_guard = if is_service(rt) { Some(self.service_lock.lock().await) } else { None };
         let precondition = meta::resource_version(&new).map(parse_rv).transpose()?;
         let key = rt.key(ns, name);
         let kv = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(rt, name))?;
@@ -512,6 +563,7 @@ impl State {
         };
         let patch = decode_body(body, Some(if kind == PatchKind::Apply { "application/yaml" } else { "application/json" }))?;
         let key = rt.key(ns, name);
+        let mut service_guard = if is_service(rt) { Some(self.service_lock.lock().await) } else { None };
         for _attempt in 0..8 {
             let current = self.store.get(&key).await?;
             let Some(kv) = current else {
@@ -522,6 +574,8 @@ impl State {
                     let def = tandem_core::openapi::root_definition(&rt.api_version(), &rt.kind);
                     let obj = tandem_core::patch::server_side_apply(None, &patch, &manager, force, def, &now).map_err(|e| apply_error(rt, name, e))?;
                     ctx.applying = true;
+                    // `create` takes the Service lock itself.
+                    drop(service_guard.take());
                     return self.create(ctx, rt, ns, obj).await;
                 }
                 return Err(ApiError::not_found(rt, name));
@@ -836,6 +890,24 @@ fn apply_error(rt: &ResourceType, name: &str, e: tandem_core::patch::ApplyError)
             422 => ApiError::invalid(rt, name, &[FieldError::invalid("patch", &json!(""), p.to_string())]),
             _ => ApiError::bad_request(p.to_string()),
         },
+    }
+}
+
+/// Upstream's ObjectMeta fields are `omitempty`: an empty labels or annotations map (or finalizer,
+/// owner reference or managed field list) is not stored, so `kubectl label x key-` leaves no `{}`.
+fn drop_empty_metadata(obj: &mut Value) {
+    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        for key in ["labels", "annotations", "finalizers", "ownerReferences", "managedFields"] {
+            let empty = match m.get(key) {
+                Some(Value::Object(o)) => o.is_empty(),
+                Some(Value::Array(a)) => a.is_empty(),
+                Some(Value::Null) => true,
+                _ => false,
+            };
+            if empty {
+                m.remove(key);
+            }
+        }
     }
 }
 

@@ -85,10 +85,15 @@ impl ApiServer {
     /// Loads (or creates) the PKI, fills the watch cache, creates the initial namespaces and starts
     /// listening.
     pub async fn start(config: Config, store: Arc<dyn Store>) -> Result<ApiServer, StartError> {
+        Self::start_with_options(config, store, crate::rest::Options::default()).await
+    }
+
+    /// As [`ApiServer::start`], with behaviour switches (`--allow-privileged`, …).
+    pub async fn start_with_options(config: Config, store: Arc<dyn Store>, options: crate::rest::Options) -> Result<ApiServer, StartError> {
         let pki = Pki::load_or_create(&config.data_dir, &[])?;
         let registry = Registry::builtin();
         let cache = Cache::start(store.clone(), &registry).await?;
-        let state = Arc::new(State { registry, store, cache });
+        let state = Arc::new(State { registry, store, cache, options, service_lock: tokio::sync::Mutex::new(()) });
         crate::bootstrap::ensure_namespaces(&state).await.map_err(StartError::Bootstrap)?;
 
         let provider = Arc::new(rustls::crypto::ring::default_provider());

@@ -2,14 +2,37 @@
 //! as upstream's kube-controller-manager runs them, so they work in-process (`tandem up`/`server`)
 //! or in a separate process against any tandem or Kubernetes API server.
 
+pub mod controller_utils;
+pub mod daemonset;
+pub mod deployment;
 pub mod dynamic;
+pub mod endpointslice;
 pub mod garbage_collector;
+pub mod informer;
+pub mod job;
 pub mod namespace;
+pub mod replicaset;
+pub mod replication_controller;
+pub mod serviceaccount;
+pub mod workqueue;
 
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use tandem_core::registry::Registry;
 
 /// Starts every controller on `client`; they run until the runtime stops.
 pub fn start_all(client: kube::Client, registry: Registry) {
     tokio::spawn(garbage_collector::run(client.clone(), registry.clone()));
-    tokio::spawn(namespace::run(client, registry));
+    tokio::spawn(namespace::run(client.clone(), registry));
+    tokio::spawn(serviceaccount::run(client.clone()));
+    // One pod watch and cache shared by every controller that manages pods.
+    let pods = informer::Informer::<Pod>::start(client.clone());
+    let replicasets = informer::Informer::<ReplicaSet>::start(client.clone());
+    tokio::spawn(replicaset::run(client.clone(), pods.clone(), replicasets.clone()));
+    tokio::spawn(deployment::run(client.clone(), pods.clone(), replicasets));
+    let nodes = informer::Informer::<Node>::start(client.clone());
+    tokio::spawn(daemonset::run(client.clone(), pods.clone(), nodes));
+    tokio::spawn(job::run(client.clone(), pods.clone()));
+    tokio::spawn(replication_controller::run(client.clone(), pods.clone()));
+    tokio::spawn(endpointslice::run(client, pods));
 }

@@ -3,6 +3,7 @@
 //! schemas and table printing are functions of their inputs, so they can be unit-tested
 //! exhaustively and reused by the API server, scheduler, node agent and `tandem check`.
 
+pub mod admission;
 pub mod defaults;
 pub mod field;
 pub mod openapi;
@@ -14,3 +15,4 @@ pub mod table;
 pub mod time;
 pub mod typed;
 pub mod validation;
+pub mod windows;

@@ -1,5 +1,10 @@
 //! End-to-end: discovery, version and schema commands of the stock kubectl.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails by panicking; unwrap says where"
+)]
+
 mod common;
 
 use common::Server;
@@ -10,9 +15,20 @@ fn kubectl_version_reports_client_and_server() {
     let out = s.kubectl(&["version", "-o", "json"]);
     let v = out.json();
     let server = &v["serverVersion"];
-    assert!(server["major"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
-    assert!(server["minor"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
-    assert!(server["gitVersion"].as_str().is_some_and(|g| g.starts_with('v')), "{v}");
+    assert!(
+        server["major"].as_str().is_some_and(|m| !m.is_empty()),
+        "{v}"
+    );
+    assert!(
+        server["minor"].as_str().is_some_and(|m| !m.is_empty()),
+        "{v}"
+    );
+    assert!(
+        server["gitVersion"]
+            .as_str()
+            .is_some_and(|g| g.starts_with('v')),
+        "{v}"
+    );
     let text = s.kubectl(&["version"]);
     assert!(text.ok().contains("Server Version:"), "{}", text.stdout);
 }
@@ -33,13 +49,19 @@ fn api_resources_lists_core_apps_and_windows_resources_with_short_names() {
     };
     let pods = row("pods");
     assert!(pods.contains(&"po".to_string()), "{pods:?}");
-    assert!(pods.contains(&"Pod".to_string()) && pods.contains(&"true".to_string()), "{pods:?}");
+    assert!(
+        pods.contains(&"Pod".to_string()) && pods.contains(&"true".to_string()),
+        "{pods:?}"
+    );
     let deploy = row("deployments");
     assert!(deploy.contains(&"deploy".to_string()), "{deploy:?}");
     assert!(deploy.contains(&"apps/v1".to_string()), "{deploy:?}");
     let gmsa = row("gmsacredentialspecs");
     assert!(gmsa.contains(&"windows.k8s.io/v1".to_string()), "{gmsa:?}");
-    assert!(gmsa.contains(&"false".to_string()), "gmsacredentialspecs are cluster-scoped: {gmsa:?}");
+    assert!(
+        gmsa.contains(&"false".to_string()),
+        "gmsacredentialspecs are cluster-scoped: {gmsa:?}"
+    );
     for (name, short) in [
         ("services", "svc"),
         ("nodes", "no"),
@@ -52,9 +74,19 @@ fn api_resources_lists_core_apps_and_windows_resources_with_short_names() {
         ("cronjobs", "cj"),
     ] {
         let r = row(name);
-        assert!(r.contains(&short.to_string()), "{name} lacks short name {short}: {r:?}");
+        assert!(
+            r.contains(&short.to_string()),
+            "{name} lacks short name {short}: {r:?}"
+        );
     }
-    for name in ["jobs", "runtimeclasses", "leases", "endpointslices", "secrets", "serviceaccounts"] {
+    for name in [
+        "jobs",
+        "runtimeclasses",
+        "leases",
+        "endpointslices",
+        "secrets",
+        "serviceaccounts",
+    ] {
         row(name);
     }
     // Short names resolve in ordinary commands.
@@ -67,13 +99,21 @@ fn api_resources_filters_by_group_and_verbs() {
     let s = Server::start();
     let out = s.kubectl(&["api-resources", "--api-group=apps", "-o", "name"]);
     let names: Vec<&str> = out.ok().lines().collect();
-    for r in ["deployments.apps", "replicasets.apps", "daemonsets.apps", "statefulsets.apps"] {
+    for r in [
+        "deployments.apps",
+        "replicasets.apps",
+        "daemonsets.apps",
+        "statefulsets.apps",
+    ] {
         assert!(names.contains(&r), "{r} missing from {names:?}");
     }
     assert!(!names.iter().any(|n| n.starts_with("pods")), "{names:?}");
     let namespaced = s.kubectl(&["api-resources", "--namespaced=false", "-o", "name"]);
     let names: Vec<&str> = namespaced.ok().lines().collect();
-    assert!(names.contains(&"nodes") && names.contains(&"namespaces"), "{names:?}");
+    assert!(
+        names.contains(&"nodes") && names.contains(&"namespaces"),
+        "{names:?}"
+    );
     assert!(!names.contains(&"pods"), "{names:?}");
 }
 
@@ -92,7 +132,10 @@ fn api_versions_lists_every_served_group_version() {
         "events.k8s.io/v1",
         "windows.k8s.io/v1",
     ] {
-        assert!(versions.contains(&gv), "{gv} missing from api-versions: {versions:?}");
+        assert!(
+            versions.contains(&gv),
+            "{gv} missing from api-versions: {versions:?}"
+        );
     }
 }
 
@@ -102,7 +145,11 @@ fn cluster_info_names_the_control_plane_url() {
     let out = s.kubectl(&["cluster-info"]);
     let text = out.ok();
     assert!(text.contains("is running at"), "{text}");
-    assert!(text.contains(&s.url()), "cluster-info should name {}: {text}", s.url());
+    assert!(
+        text.contains(&s.url()),
+        "cluster-info should name {}: {text}",
+        s.url()
+    );
 }
 
 #[test]
@@ -111,13 +158,23 @@ fn explain_pod_spec_os_describes_the_field_and_its_type() {
     let out = s.kubectl(&["explain", "pod.spec.os"]);
     let text = out.ok();
     assert!(text.contains("os"), "{text}");
-    assert!(text.contains("PodOS") || text.contains("<Object>"), "type missing: {text}");
-    assert!(text.contains("name"), "the `name` subfield should be listed: {text}");
+    assert!(
+        text.contains("PodOS") || text.contains("<Object>"),
+        "type missing: {text}"
+    );
+    assert!(
+        text.contains("name"),
+        "the `name` subfield should be listed: {text}"
+    );
     let deep = s.kubectl(&["explain", "pod.spec.os.name"]);
     let deep = deep.ok();
     assert!(deep.contains("<string>"), "{deep}");
     let recursive = s.kubectl(&["explain", "deployments.spec.strategy", "--recursive"]);
-    assert!(recursive.ok().contains("rollingUpdate"), "{}", recursive.stdout);
+    assert!(
+        recursive.ok().contains("rollingUpdate"),
+        "{}",
+        recursive.stdout
+    );
 }
 
 #[test]
@@ -146,5 +203,9 @@ fn builtin_namespaces_exist_and_are_active() {
     }
     let table = s.kubectl(&["get", "namespace", "default"]);
     let row = table.ok().lines().nth(1).unwrap_or_default().to_string();
-    assert!(row.contains("Active"), "STATUS column should say Active: {}", table.stdout);
+    assert!(
+        row.contains("Active"),
+        "STATUS column should say Active: {}",
+        table.stdout
+    );
 }

@@ -81,13 +81,15 @@ mod tests {
     #[test]
     fn index_lists_every_group_version() {
         let index = v3_index();
-        let paths = index["paths"].as_object().unwrap();
+        let paths = index["paths"].as_object().expect("test invariant");
         let registry = Registry::builtin();
         assert_eq!(paths.len(), registry.group_versions().len());
         for (g, v) in registry.group_versions() {
             let key = index_key(&g, &v);
-            let url = paths[&key]["serverRelativeURL"].as_str().unwrap();
-            let (path, hash) = url.split_once("?hash=").unwrap();
+            let url = paths[&key]["serverRelativeURL"]
+                .as_str()
+                .expect("test invariant");
+            let (path, hash) = url.split_once("?hash=").expect("test invariant");
             assert_eq!(path, format!("/openapi/v3/{key}"));
             assert!(
                 hash.len() == 16 && hash.chars().all(|c| c.is_ascii_hexdigit()),
@@ -134,11 +136,11 @@ mod tests {
     fn patch_operations_advertise_field_validation() {
         let registry = Registry::builtin();
         for t in registry.all() {
-            let doc = v3_group_version(&index_key(&t.group, &t.version)).unwrap();
+            let doc = v3_group_version(&index_key(&t.group, &t.version)).expect("test invariant");
             let gvk = json!({ "group": t.group, "kind": t.kind, "version": t.version });
             let patches: Vec<&Value> = doc["paths"]
                 .as_object()
-                .unwrap()
+                .expect("test invariant")
                 .values()
                 .filter_map(|p| p.get("patch"))
                 .filter(|op| op["x-kubernetes-group-version-kind"] == gvk)
@@ -147,7 +149,7 @@ mod tests {
             for op in patches {
                 let names: Vec<&str> = op["parameters"]
                     .as_array()
-                    .unwrap()
+                    .expect("test invariant")
                     .iter()
                     .filter_map(|p| p["name"].as_str())
                     .collect();
@@ -169,13 +171,13 @@ mod tests {
             for method in ["post", "put"] {
                 for op in doc["paths"]
                     .as_object()
-                    .unwrap()
+                    .expect("test invariant")
                     .values()
                     .filter_map(|p| p.get(method))
                 {
                     let names: Vec<&str> = op["parameters"]
                         .as_array()
-                        .unwrap()
+                        .expect("test invariant")
                         .iter()
                         .filter_map(|p| p["name"].as_str())
                         .collect();
@@ -310,7 +312,7 @@ mod tests {
 
     #[test]
     fn explain_path_pod_spec_os_resolves() {
-        let doc = v3_group_version("api/v1").unwrap();
+        let doc = v3_group_version("api/v1").expect("test invariant");
         let os = explain(doc, "/api/v1", "pods", &["spec", "os"]).expect("pod.spec.os");
         assert_eq!(
             os["allOf"][0]["$ref"],
@@ -325,7 +327,7 @@ mod tests {
         assert_eq!(image["type"], "string");
         // Cluster-scoped kinds are found through their cluster paths.
         assert!(explain(doc, "/api/v1", "nodes", &["spec", "taints", "effect"]).is_some());
-        let gmsa = v3_group_version("apis/windows.k8s.io/v1").unwrap();
+        let gmsa = v3_group_version("apis/windows.k8s.io/v1").expect("test invariant");
         assert!(
             explain(
                 gmsa,
@@ -339,7 +341,7 @@ mod tests {
 
     #[test]
     fn explain_deployment_spec_recursive_walks_the_whole_tree() {
-        let doc = v3_group_version("apis/apps/v1").unwrap();
+        let doc = v3_group_version("apis/apps/v1").expect("test invariant");
         let spec =
             explain(doc, "/apis/apps/v1", "deployments", &["spec"]).expect("deployment.spec");
         let mut fields = BTreeSet::new();
@@ -364,7 +366,7 @@ mod tests {
     fn every_served_kind_is_explainable_and_its_paths_carry_actions() {
         let registry = Registry::builtin();
         for t in registry.all() {
-            let doc = v3_group_version(&index_key(&t.group, &t.version)).unwrap();
+            let doc = v3_group_version(&index_key(&t.group, &t.version)).expect("test invariant");
             let prefix = if t.group.is_empty() {
                 format!("/api/{}", t.version)
             } else {
@@ -373,8 +375,8 @@ mod tests {
             let root = explain(doc, &prefix, &t.plural, &[])
                 .unwrap_or_else(|| panic!("{} not explainable", t.kind));
             assert!(root["properties"].get("metadata").is_some(), "{}", t.kind);
-            for item in doc["paths"].as_object().unwrap().values() {
-                for (method, op) in item.as_object().unwrap() {
+            for item in doc["paths"].as_object().expect("test invariant").values() {
+                for (method, op) in item.as_object().expect("test invariant") {
                     if method != "parameters" {
                         assert!(
                             op["x-kubernetes-action"].is_string() && op["operationId"].is_string()
@@ -400,9 +402,9 @@ mod tests {
         let serialize_start = std::time::Instant::now();
         let v3_bytes: usize = documents()
             .iter()
-            .map(|(_, d)| serde_json::to_vec(d).unwrap().len())
+            .map(|(_, d)| serde_json::to_vec(d).expect("test invariant").len())
             .sum();
-        let v2_bytes = serde_json::to_vec(v2()).unwrap().len();
+        let v2_bytes = serde_json::to_vec(v2()).expect("test invariant").len();
         println!(
             "openapi: {count} definitions in {definitions_took:?}; {} v3 documents in {v3_took:?} \
              ({v3_bytes} bytes); v2 ({v2_paths} paths, {v2_bytes} bytes) in {v2_took:?}; \

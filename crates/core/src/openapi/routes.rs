@@ -58,26 +58,12 @@ pub(crate) enum Response {
 impl Response {
     pub fn media_types(&self, streaming: bool) -> &'static [&'static str] {
         match (self, streaming) {
-            (Response::Text, _) => &[
-                "text/plain",
-                "application/json",
-                "application/yaml",
-                "application/vnd.kubernetes.protobuf",
-            ],
-            (Response::Definition(_), false) => &[
-                "application/json",
-                "application/yaml",
-                "application/vnd.kubernetes.protobuf",
-                "application/cbor",
-            ],
+            (Response::Text, _) => &["text/plain", "application/json", "application/yaml"],
+            (Response::Definition(_), false) => &["application/json", "application/yaml"],
             (Response::Definition(_), true) => &[
                 "application/json",
                 "application/yaml",
-                "application/vnd.kubernetes.protobuf",
-                "application/cbor",
                 "application/json;stream=watch",
-                "application/vnd.kubernetes.protobuf;stream=watch",
-                "application/cbor-seq",
             ],
         }
     }
@@ -96,7 +82,6 @@ pub(crate) struct Param {
 
 const PATCH_MEDIA_BUILTIN: &[&str] = &[
     "application/apply-patch+yaml",
-    "application/apply-patch+cbor",
     "application/json-patch+json",
     "application/merge-patch+json",
     "application/strategic-merge-patch+json",
@@ -105,13 +90,12 @@ const PATCH_MEDIA_BUILTIN: &[&str] = &[
 /// `apply` checks this media type (`Patcher.gvkSupportsPatchOpenAPIV3`) to pick the patch type.
 const PATCH_MEDIA_CUSTOM: &[&str] = &[
     "application/apply-patch+yaml",
-    "application/apply-patch+cbor",
     "application/json-patch+json",
     "application/merge-patch+json",
 ];
 const ANY_MEDIA: &[&str] = &["*/*"];
 
-/// Groups served as custom resources upstream: no strategic merge patch, no protobuf.
+/// Groups served as custom resources upstream: no strategic merge patch.
 fn is_custom_group(group: &str) -> bool {
     group == "windows.k8s.io"
 }

@@ -571,7 +571,10 @@ mod tests {
                 .cloned()
                 .unwrap_or(json!([]));
             assert!(
-                !required.as_array().unwrap().contains(&json!("metadata")),
+                !required
+                    .as_array()
+                    .expect("test invariant")
+                    .contains(&json!("metadata")),
                 "{name}"
             );
         }

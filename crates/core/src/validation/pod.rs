@@ -1010,20 +1010,8 @@ pub fn validate_pod_spec(spec: &Value, path: &Path) -> Vec<FieldError> {
             ));
         }
     }
-    if let Some(os) = spec.get("os").filter(|v| v.is_object()) {
-        match str_at(os, "name").unwrap_or_default() {
-            "" => errs.push(FieldError::required(
-                path.child("os").child("name"),
-                "cannot be empty",
-            )),
-            "linux" | "windows" => {}
-            other => errs.push(FieldError::not_supported(
-                path.child("os").child("name"),
-                &json!(other),
-                &["linux", "windows"],
-            )),
-        }
-    }
+    // spec.os is validated with the Windows rules in `admission::pod_os`, which reports an
+    // unsupported name at `spec.os` as upstream does.
     if let Some(sc) = spec.get("securityContext").filter(|v| v.is_object()) {
         let sp = path.child("securityContext");
         for key in ["runAsUser", "runAsGroup", "fsGroup"] {

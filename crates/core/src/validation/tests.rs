@@ -160,10 +160,6 @@ fn pod_field_errors_read_like_upstream() {
             "spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"",
         ),
         (
-            json!({"os": {"name": "macos"}, "containers": [{"name": "a", "image": "i"}]}),
-            "spec.os.name: Unsupported value: \"macos\": supported values: \"linux\", \"windows\"",
-        ),
-        (
             json!({"terminationGracePeriodSeconds": -5, "containers": [{"name": "a", "image": "i"}]}),
             "spec.terminationGracePeriodSeconds: Invalid value: -5: must be greater than or equal to 0",
         ),

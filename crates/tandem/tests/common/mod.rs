@@ -72,7 +72,10 @@ impl Output {
     #[track_caller]
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(self.ok()).unwrap_or_else(|e| {
-            panic!("`{}` did not print JSON ({e}):\n{}", self.command, self.stdout)
+            panic!(
+                "`{}` did not print JSON ({e}):\n{}",
+                self.command, self.stdout
+            )
         })
     }
 }
@@ -93,7 +96,11 @@ impl Server {
             .prefix("tandem-e2e-")
             .tempdir()
             .expect("create temp dir");
-        let mut server = Server { dir, child: None, starts: 0 };
+        let mut server = Server {
+            dir,
+            child: None,
+            starts: 0,
+        };
         server.spawn();
         server
     }
@@ -157,14 +164,22 @@ impl Server {
             if Instant::now() > deadline {
                 break;
             }
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                panic!("tandem server exited during startup ({status}):\n{}", self.log());
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "tandem server exited during startup ({status}):\n{}",
+                    self.log()
+                );
             }
             let written = fs::read_to_string(self.kubeconfig())
                 .map(|t| server_url(&t).is_some() && t.contains("current-context"))
                 .unwrap_or(false);
             if written {
-                let out = self.kubectl_timeout(&["get", "--raw", "/readyz"], Duration::from_secs(5));
+                let out =
+                    self.kubectl_timeout(&["get", "--raw", "/readyz"], Duration::from_secs(5));
                 if out.success() {
                     return;
                 }
@@ -258,11 +273,20 @@ impl Server {
     /// Panics unless the server process is still running and answers `/readyz`.
     #[track_caller]
     pub fn assert_alive(&mut self) {
-        if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+        if let Some(status) = self
+            .child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+        {
             panic!("tandem server died ({status}):\n{}", self.log());
         }
         let out = self.kubectl(&["get", "--raw", "/readyz"]);
-        assert!(out.success(), "server not ready: {}\n{}", out.stderr, self.log());
+        assert!(
+            out.success(),
+            "server not ready: {}\n{}",
+            out.stderr,
+            self.log()
+        );
     }
 
     /// A kubeconfig for this server that carries no credentials (and optionally a bearer token).
@@ -295,7 +319,9 @@ impl Server {
     /// `kubectl create -f -` with the given manifest; panics on failure.
     #[track_caller]
     pub fn create(&self, manifest: &str) -> String {
-        self.kubectl_stdin(&["create", "-f", "-"], manifest).ok().to_string()
+        self.kubectl_stdin(&["create", "-f", "-"], manifest)
+            .ok()
+            .to_string()
     }
 
     /// `kubectl get KIND NAME -o json` parsed, or `None` when the object is NotFound.
@@ -320,7 +346,12 @@ impl Server {
 
     /// Polls `check` (at most `timeout`, at most 300 times) until it returns `Some`.
     #[track_caller]
-    pub fn eventually<T>(&self, what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    pub fn eventually<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut check: impl FnMut() -> Option<T>,
+    ) -> T {
         let deadline = Instant::now() + timeout;
         for _ in 0..300 {
             if let Some(v) = check() {
@@ -343,10 +374,16 @@ impl Drop for Server {
 
 /// Runs a command to completion (killing it after `timeout`), capturing its output.
 pub fn run(mut cmd: Command, label: String, stdin: Option<&str>, timeout: Duration) -> Output {
-    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn `{label}`: {e}"));
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn `{label}`: {e}"));
     if let Some(input) = stdin {
         let mut pipe = child.stdin.take().expect("stdin pipe");
         let input = input.to_string();
@@ -369,7 +406,9 @@ pub fn run(mut cmd: Command, label: String, stdin: Option<&str>, timeout: Durati
             let status = child.wait().expect("wait for killed child");
             let out = out_reader.join().unwrap_or_default();
             let err = err_reader.join().unwrap_or_default();
-            panic!("`{label}` did not finish within {timeout:?} ({status}):\nstdout:\n{out}\nstderr:\n{err}");
+            panic!(
+                "`{label}` did not finish within {timeout:?} ({status}):\nstdout:\n{out}\nstderr:\n{err}"
+            );
         }
         thread::sleep(Duration::from_millis(20));
     };
@@ -398,8 +437,12 @@ pub struct Stream {
 
 impl Stream {
     fn spawn(mut cmd: Command, label: String) -> Stream {
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn `{label}`: {e}"));
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn `{label}`: {e}"));
         let stdout = child.stdout.take().expect("stdout pipe");
         let (tx, lines) = mpsc::channel();
         thread::spawn(move || {
@@ -410,12 +453,22 @@ impl Stream {
                 }
             }
         });
-        Stream { child, lines, seen: Vec::new(), label }
+        Stream {
+            child,
+            lines,
+            seen: Vec::new(),
+            label,
+        }
     }
 
     /// Reads lines until one satisfies `pred` (bounded by `timeout`); returns that line.
     #[track_caller]
-    pub fn wait_for(&mut self, what: &str, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
+    pub fn wait_for(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> String {
         match self.try_wait_for(timeout, pred) {
             Ok(Some(line)) => line,
             Ok(None) => panic!(
@@ -505,7 +558,11 @@ pub fn server_url(kubeconfig: &str) -> Option<String> {
 /// The directory of seed manifests shared by every repository clone.
 pub fn seed_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/seed-manifests");
-    assert!(dir.is_dir(), "seed manifests not found at {}", dir.display());
+    assert!(
+        dir.is_dir(),
+        "seed manifests not found at {}",
+        dir.display()
+    );
     dir
 }
 
@@ -541,8 +598,15 @@ pub fn header(table: &str) -> String {
 
 /// A ConfigMap manifest.
 pub fn configmap(name: &str, labels: &[(&str, &str)]) -> String {
-    let labels: String = labels.iter().map(|(k, v)| format!("    {k}: \"{v}\"\n")).collect();
-    let labels = if labels.is_empty() { String::new() } else { format!("  labels:\n{labels}") };
+    let labels: String = labels
+        .iter()
+        .map(|(k, v)| format!("    {k}: \"{v}\"\n"))
+        .collect();
+    let labels = if labels.is_empty() {
+        String::new()
+    } else {
+        format!("  labels:\n{labels}")
+    };
     format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n{labels}data:\n  key: value\n"
     )
@@ -550,7 +614,9 @@ pub fn configmap(name: &str, labels: &[(&str, &str)]) -> String {
 
 /// A minimal Pod manifest (optionally bound to `node`).
 pub fn pod(name: &str, node: Option<&str>) -> String {
-    let node = node.map(|n| format!("  nodeName: {n}\n")).unwrap_or_default();
+    let node = node
+        .map(|n| format!("  nodeName: {n}\n"))
+        .unwrap_or_default();
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels:\n    app: {name}\nspec:\n{node}  containers:\n  - name: main\n    image: registry.k8s.io/pause:3.9\n"
     )

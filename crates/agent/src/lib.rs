@@ -1,0 +1,25 @@
+//! tandem's node agent: registers a Node like the kubelet, renews its Lease, admits and runs the
+//! pods bound to it through typed pod workers, and drives a [`runtime::Runtime`] backend (today
+//! the data-driven `emulated` one, with Linux and Windows personalities).
+//!
+//! Entry points: [`run`] for one node, [`parse_nodes_spec`]/[`default_nodes`] for `tandem up
+//! --nodes`, and [`bench::run_nodes_bench`] for `tandem bench nodes`.
+
+pub mod admission;
+pub mod agent;
+pub mod bench;
+pub mod clock;
+pub mod config;
+pub mod events;
+pub mod ipam;
+pub mod node_status;
+pub mod pod_worker;
+pub mod runtime;
+pub mod windows;
+
+pub use agent::{AgentError, run, run_with_runtime};
+pub use config::{
+    ConfigError, NodeConfig, NodeOs, Resources, RuntimeKind, Timing, WINDOWS_PRIORITY_CLASSES,
+    default_nodes, parse_nodes_spec, validate_windows_priority_class,
+};
+pub use windows::WindowsBuild;

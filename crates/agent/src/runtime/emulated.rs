@@ -1,0 +1,920 @@
+//! The `emulated` runtime: no processes, a data-driven model of the container lifecycle (pull
+//! time from image size and bandwidth, start delay, run time and exit code, probe outcomes,
+//! hooks) read from [`super::behaviour`], with an OS personality.
+//!
+//! The Windows personality refuses what a Windows node refuses, with the messages a real node
+//! gives: an image (or pause image) built for a Windows build process isolation cannot run on
+//! the host, `hostNetwork` without HostProcess, memory-backed emptyDir, privileged containers;
+//! it never OOM-kills (Windows pages instead). The Linux personality refuses Windows images
+//! (no matching platform) and OOM-kills at `oom-after`.
+//!
+//! Everything it reports says it is emulated: `containerRuntimeVersion` is
+//! `emulated://tandem-<version>`, container ids are `emulated://<hex>`, probe outputs say the
+//! outcome came from emulation data. It never claims a process ran.
+//!
+//! State (sandboxes, containers, images) is kept in memory and, when a state directory is
+//! given, written to `emulated-runtime.json` after every change, so an agent restart re-adopts
+//! running pods: a restarted agent sees the same containers, started at the same times.
+
+use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use super::behaviour::{Behaviour, HookBehaviour, StageFile};
+use super::{
+    ContainerInfo, ContainerState, HookKind, ImageInfo, ProbeKind, ProbeResult, PullOutcome,
+    Runtime, RuntimeError, RuntimeStats, SandboxConfig, SandboxInfo,
+};
+use crate::clock::Clock;
+use crate::config::NodeOs;
+use crate::windows::{self, OS_MISMATCH_MESSAGE, WindowsBuild};
+
+/// The pause image every node has.
+pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
+
+/// Settings of an emulated runtime.
+#[derive(Clone, Debug)]
+pub struct EmulatedConfig {
+    pub os: NodeOs,
+    pub windows_build: Option<WindowsBuild>,
+    /// Pull bandwidth in bytes per second.
+    pub bandwidth: u64,
+    pub pause_image: String,
+    pub preloaded_images: Vec<String>,
+    pub stages: StageFile,
+    /// Directory for `emulated-runtime.json`; `None` keeps state in memory only.
+    pub state_dir: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct Record {
+    info: ContainerInfo,
+    behaviour: Behaviour,
+    /// When a stop was requested and the grace it was given.
+    #[serde(default)]
+    stop: Option<(u64, u64)>,
+}
+
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct State {
+    sandboxes: BTreeMap<String, SandboxInfo>,
+    containers: BTreeMap<String, Record>,
+    images: BTreeMap<String, ImageInfo>,
+    next_id: u64,
+}
+
+/// The emulated backend. Cheap to share behind an `Arc`.
+pub struct EmulatedRuntime {
+    config: EmulatedConfig,
+    clock: Clock,
+    state: Mutex<State>,
+    /// Serialises pulls, as the kubelet's default `serializeImagePulls: true` does.
+    pull_lock: tokio::sync::Mutex<()>,
+}
+
+fn hex_id(parts: &[&str]) -> String {
+    let mut out = String::with_capacity(64);
+    for salt in 0u8..4 {
+        let mut h = DefaultHasher::new();
+        salt.hash(&mut h);
+        parts.hash(&mut h);
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out
+}
+
+fn unix_us(t: SystemTime) -> u64 {
+    u64::try_from(
+        t.duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros(),
+    )
+    .unwrap_or(u64::MAX)
+}
+
+fn from_us(us: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_micros(us)
+}
+
+impl EmulatedRuntime {
+    /// Creates the runtime, loading earlier state from the state directory when there is one.
+    pub fn new(config: EmulatedConfig, clock: Clock) -> Result<EmulatedRuntime, RuntimeError> {
+        let mut state = match &config.state_dir {
+            Some(dir) => load_state(&dir.join("emulated-runtime.json"))?,
+            None => State::default(),
+        };
+        let preloaded: Vec<String> = std::iter::once(config.pause_image.clone())
+            .chain(config.preloaded_images.iter().cloned())
+            .collect();
+        for image in preloaded {
+            let info = ImageInfo {
+                name: image.clone(),
+                id: format!("sha256:{}", hex_id(&["image", &image])),
+                size_bytes: config.stages.image_size(&image),
+            };
+            state.images.entry(image).or_insert(info);
+        }
+        Ok(EmulatedRuntime {
+            config,
+            clock,
+            state: Mutex::new(state),
+            pull_lock: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn save(&self, state: &State) -> Result<(), RuntimeError> {
+        let Some(dir) = &self.config.state_dir else {
+            return Ok(());
+        };
+        let io = |e: std::io::Error| RuntimeError::State(Arc::new(e));
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let bytes = serde_json::to_vec(state).map_err(|e| io(std::io::Error::other(e)))?;
+        let tmp = dir.join("emulated-runtime.json.tmp");
+        std::fs::write(&tmp, bytes).map_err(io)?;
+        std::fs::rename(&tmp, dir.join("emulated-runtime.json")).map_err(io)
+    }
+
+    fn windows(&self) -> bool {
+        self.config.os == NodeOs::Windows
+    }
+
+    /// Whether the Windows host can run an image in process isolation; `Err` carries the HCS
+    /// message.
+    fn check_image_build(&self, image: &str) -> Result<(), RuntimeError> {
+        let (Some(host), Some(image_build)) = (
+            self.config.windows_build,
+            windows::image_windows_build(image),
+        ) else {
+            return Ok(());
+        };
+        if self.windows() && !windows::process_isolation_compatible(host.build, image_build) {
+            return Err(RuntimeError::Refused {
+                message: OS_MISMATCH_MESSAGE.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Advances a record to `now`: a running container whose run time is over has exited; on
+    /// Linux one past `oom-after` was OOM-killed; a stopping one has stopped.
+    fn refresh(&self, rec: &mut Record, now: SystemTime) -> bool {
+        if rec.info.state != ContainerState::Running {
+            return false;
+        }
+        let Some(started) = rec.info.started_at else {
+            return false;
+        };
+        let (at, state) = self.exit_plan(rec, started);
+        match at {
+            Some(at) if at <= now => {
+                rec.info.state = state;
+                rec.info.finished_at = Some(at);
+                rec.info.next_change = None;
+                true
+            }
+            Some(at) => {
+                rec.info.next_change = Some(self.clock.instant(at));
+                false
+            }
+            None => {
+                rec.info.next_change = None;
+                false
+            }
+        }
+    }
+
+    /// When a running container will exit on its own (or by a pending stop), and how.
+    fn exit_plan(&self, rec: &Record, started: SystemTime) -> (Option<SystemTime>, ContainerState) {
+        let b = &rec.behaviour;
+        let mut plan: (Option<SystemTime>, ContainerState) = (None, ContainerState::Running);
+        let mut consider = |at: SystemTime, state: ContainerState| {
+            if plan.0.is_none_or(|p| at < p) {
+                plan = (Some(at), state);
+            }
+        };
+        if let Some(run) = b.run_for {
+            let reason = if b.exit_code == 0 {
+                "Completed"
+            } else {
+                "Error"
+            };
+            consider(
+                started + run,
+                ContainerState::Exited {
+                    exit_code: b.exit_code,
+                    reason: reason.into(),
+                    message: None,
+                },
+            );
+        }
+        if let (Some(oom), false) = (b.oom_after, self.windows()) {
+            consider(
+                started + oom,
+                ContainerState::Exited {
+                    exit_code: 137,
+                    reason: "OOMKilled".into(),
+                    message: None,
+                },
+            );
+        }
+        if let Some((at_us, grace_us)) = rec.stop {
+            let at = from_us(at_us);
+            let grace = Duration::from_micros(grace_us);
+            if b.stop_delay <= grace {
+                consider(
+                    at + b.stop_delay,
+                    ContainerState::Exited {
+                        exit_code: 0,
+                        reason: "Completed".into(),
+                        message: None,
+                    },
+                );
+            } else {
+                // Killed at the end of the grace period: SIGKILL on Linux; on Windows the
+                // container is terminated after the CTRL_SHUTDOWN_EVENT grace period.
+                let code = if self.windows() { 1 } else { 137 };
+                consider(
+                    at + grace,
+                    ContainerState::Exited {
+                        exit_code: code,
+                        reason: "Error".into(),
+                        message: None,
+                    },
+                );
+            }
+        }
+        plan
+    }
+
+    fn new_id(state: &mut State, parts: &[&str]) -> String {
+        state.next_id += 1;
+        let n = state.next_id.to_string();
+        let mut all: Vec<&str> = parts.to_vec();
+        all.push(&n);
+        hex_id(&all)
+    }
+}
+
+fn load_state(path: &Path) -> Result<State, RuntimeError> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            RuntimeError::State(Arc::new(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                e,
+            )))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
+        Err(e) => Err(RuntimeError::State(Arc::new(e))),
+    }
+}
+
+fn is_host_process(pod: &Pod) -> bool {
+    let spec = pod.spec.as_ref();
+    let pod_level = spec
+        .and_then(|s| s.security_context.as_ref())
+        .and_then(|s| s.windows_options.as_ref())
+        .and_then(|w| w.host_process)
+        .unwrap_or(false);
+    pod_level
+        || spec.is_some_and(|s| {
+            s.containers.iter().any(|c| {
+                c.security_context
+                    .as_ref()
+                    .and_then(|s| s.windows_options.as_ref())
+                    .and_then(|w| w.host_process)
+                    == Some(true)
+            })
+        })
+}
+
+#[async_trait]
+impl Runtime for EmulatedRuntime {
+    fn version(&self) -> String {
+        format!("emulated://tandem-{}", env!("CARGO_PKG_VERSION"))
+    }
+
+    async fn run_sandbox(&self, config: &SandboxConfig) -> Result<SandboxInfo, RuntimeError> {
+        let host_network = config
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.host_network)
+            .unwrap_or(false);
+        if self.windows() {
+            if host_network && !is_host_process(&config.pod) {
+                return Err(RuntimeError::Refused {
+                    message: "failed to create pod sandbox: hostNetwork is not supported on Windows nodes for pods that are not HostProcess pods".into(),
+                });
+            }
+            self.check_image_build(&self.config.pause_image)
+                .map_err(|e| RuntimeError::Refused {
+                    message: format!(
+                        "failed to create pod sandbox with pause image {}: {e}",
+                        self.config.pause_image
+                    ),
+                })?;
+        }
+        let mut state = self.lock();
+        if let Some(existing) = state
+            .sandboxes
+            .values()
+            .find(|s| s.pod_uid == config.pod_uid)
+        {
+            return Ok(existing.clone());
+        }
+        let id = Self::new_id(&mut state, &["sandbox", &config.pod_uid]);
+        let info = SandboxInfo {
+            id: id.clone(),
+            pod_uid: config.pod_uid.clone(),
+            namespace: config.namespace.clone(),
+            name: config.name.clone(),
+            ip: config.ip.clone(),
+            ready: true,
+            created_at: self.clock.now(),
+        };
+        state.sandboxes.insert(id, info.clone());
+        self.save(&state)?;
+        Ok(info)
+    }
+
+    async fn remove_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        let mut state = self.lock();
+        state.sandboxes.remove(sandbox_id);
+        state
+            .containers
+            .retain(|_, r| r.info.sandbox_id != sandbox_id);
+        self.save(&state)
+    }
+
+    fn list_sandboxes(&self) -> Vec<SandboxInfo> {
+        self.lock().sandboxes.values().cloned().collect()
+    }
+
+    fn image_status(&self, image: &str) -> Option<ImageInfo> {
+        self.lock().images.get(image).cloned()
+    }
+
+    async fn pull_image(&self, image: &str) -> Result<PullOutcome, RuntimeError> {
+        let asked = tokio::time::Instant::now();
+        if !self.windows() && windows::is_windows_image(image) {
+            return Err(RuntimeError::Refused {
+                message: format!(
+                    "failed to pull and unpack image \"{image}\": no match for platform in manifest: not found (a Windows image on a Linux node)"
+                ),
+            });
+        }
+        let _serial = self.pull_lock.lock().await;
+        if let Some(info) = self.image_status(image) {
+            return Ok(PullOutcome {
+                image: info,
+                took: Duration::ZERO,
+                took_including_waiting: asked.elapsed(),
+            });
+        }
+        let size = self.config.stages.image_size(image);
+        let secs = size.max(0) as f64 / self.config.bandwidth.max(1) as f64;
+        let took = Duration::from_secs_f64(secs);
+        tokio::time::sleep(took).await;
+        let info = ImageInfo {
+            name: image.to_string(),
+            id: format!("sha256:{}", hex_id(&["image", image])),
+            size_bytes: size,
+        };
+        let mut state = self.lock();
+        state.images.insert(image.to_string(), info.clone());
+        self.save(&state)?;
+        Ok(PullOutcome {
+            image: info,
+            took,
+            took_including_waiting: asked.elapsed(),
+        })
+    }
+
+    fn list_images(&self) -> Vec<ImageInfo> {
+        self.lock().images.values().cloned().collect()
+    }
+
+    async fn prepare_volumes(&self, pod: &Pod) -> Result<(), RuntimeError> {
+        if !self.windows() {
+            return Ok(());
+        }
+        let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
+        for v in volumes.into_iter().flatten() {
+            if v.empty_dir.as_ref().and_then(|e| e.medium.as_deref()) == Some("Memory") {
+                return Err(RuntimeError::Refused {
+                    message: format!(
+                        "MountVolume.SetUp failed for volume \"{}\" : memory-backed emptyDir (medium: Memory) is not supported on Windows nodes",
+                        v.name
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn create_container(
+        &self,
+        sandbox_id: &str,
+        pod: &Pod,
+        container: &Container,
+        attempt: u32,
+    ) -> Result<ContainerInfo, RuntimeError> {
+        if self.windows() {
+            if container
+                .security_context
+                .as_ref()
+                .and_then(|s| s.privileged)
+                == Some(true)
+            {
+                return Err(RuntimeError::Refused {
+                    message: "privileged containers are not supported on Windows".into(),
+                });
+            }
+            self.check_image_build(container.image.as_deref().unwrap_or_default())?;
+        }
+        let is_init = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.init_containers.as_ref())
+            .is_some_and(|ics| ics.iter().any(|c| c.name == container.name));
+        let behaviour = self
+            .config
+            .stages
+            .behaviour(pod, &container.name, is_init)
+            .map_err(|message| RuntimeError::Refused {
+                message: format!("emulated behaviour: {message}"),
+            })?;
+        let image = container.image.clone().unwrap_or_default();
+        let mut state = self.lock();
+        let sandbox = state
+            .sandboxes
+            .get(sandbox_id)
+            .cloned()
+            .ok_or_else(|| RuntimeError::NotFound(format!("sandbox {sandbox_id}")))?;
+        let image_id = state
+            .images
+            .get(&image)
+            .map(|i| i.id.clone())
+            .unwrap_or_else(|| format!("sha256:{}", hex_id(&["image", &image])));
+        let id = format!(
+            "emulated://{}",
+            Self::new_id(
+                &mut state,
+                &["container", &sandbox.pod_uid, &container.name]
+            )
+        );
+        let info = ContainerInfo {
+            id: id.clone(),
+            sandbox_id: sandbox_id.to_string(),
+            pod_uid: sandbox.pod_uid.clone(),
+            name: container.name.clone(),
+            attempt,
+            image,
+            image_id,
+            state: ContainerState::Created,
+            started_at: None,
+            finished_at: None,
+            next_change: None,
+        };
+        state.containers.insert(
+            id,
+            Record {
+                info: info.clone(),
+                behaviour,
+                stop: None,
+            },
+        );
+        self.save(&state)?;
+        Ok(info)
+    }
+
+    async fn start_container(&self, container_id: &str) -> Result<(), RuntimeError> {
+        let delay = {
+            let state = self.lock();
+            let rec = state
+                .containers
+                .get(container_id)
+                .ok_or_else(|| RuntimeError::NotFound(container_id.to_string()))?;
+            rec.behaviour.start_delay
+        };
+        tokio::time::sleep(delay).await;
+        let mut state = self.lock();
+        let rec = state
+            .containers
+            .get_mut(container_id)
+            .ok_or_else(|| RuntimeError::NotFound(container_id.to_string()))?;
+        rec.info.state = ContainerState::Running;
+        rec.info.started_at = Some(self.clock.now());
+        self.save(&state)
+    }
+
+    async fn stop_container(
+        &self,
+        container_id: &str,
+        grace: Duration,
+    ) -> Result<(), RuntimeError> {
+        let wait_until = {
+            let mut state = self.lock();
+            let now = self.clock.now();
+            let rec = state
+                .containers
+                .get_mut(container_id)
+                .ok_or_else(|| RuntimeError::NotFound(container_id.to_string()))?;
+            self.refresh(rec, now);
+            match rec.info.state {
+                ContainerState::Running => {
+                    if rec.stop.is_none() {
+                        rec.stop = Some((
+                            unix_us(now),
+                            u64::try_from(grace.as_micros()).unwrap_or(u64::MAX),
+                        ));
+                    }
+                    self.refresh(rec, now);
+                    rec.info.next_change
+                }
+                ContainerState::Created => {
+                    rec.info.state = ContainerState::Exited {
+                        exit_code: 0,
+                        reason: "Completed".into(),
+                        message: None,
+                    };
+                    rec.info.finished_at = Some(now);
+                    None
+                }
+                ContainerState::Exited { .. } => None,
+            }
+        };
+        if let Some(at) = wait_until {
+            tokio::time::sleep_until(at).await;
+        }
+        let mut state = self.lock();
+        let now = self.clock.now();
+        if let Some(rec) = state.containers.get_mut(container_id) {
+            self.refresh(rec, now);
+        }
+        self.save(&state)
+    }
+
+    fn container_status(&self, container_id: &str) -> Result<ContainerInfo, RuntimeError> {
+        let mut state = self.lock();
+        let now = self.clock.now();
+        let rec = state
+            .containers
+            .get_mut(container_id)
+            .ok_or_else(|| RuntimeError::NotFound(container_id.to_string()))?;
+        let changed = self.refresh(rec, now);
+        let info = rec.info.clone();
+        if changed {
+            self.save(&state)?;
+        }
+        Ok(info)
+    }
+
+    fn list_containers(&self, sandbox_id: &str) -> Vec<ContainerInfo> {
+        let mut state = self.lock();
+        let now = self.clock.now();
+        let mut out = Vec::new();
+        for rec in state
+            .containers
+            .values_mut()
+            .filter(|r| r.info.sandbox_id == sandbox_id)
+        {
+            self.refresh(rec, now);
+            out.push(rec.info.clone());
+        }
+        out
+    }
+
+    async fn probe(&self, container_id: &str, kind: ProbeKind) -> ProbeResult {
+        let state = self.lock();
+        let Some(rec) = state.containers.get(container_id) else {
+            return ProbeResult::Failure(format!("container {container_id} not found"));
+        };
+        let b = match kind {
+            ProbeKind::Startup => rec.behaviour.startup,
+            ProbeKind::Liveness => rec.behaviour.liveness,
+            ProbeKind::Readiness => rec.behaviour.readiness,
+        };
+        let elapsed = rec
+            .info
+            .started_at
+            .map(|s| self.clock.since(s))
+            .unwrap_or_default();
+        match b {
+            Some(b) if !b.passes(elapsed) => ProbeResult::Failure(format!(
+                "emulated probe failure (set by {}{})",
+                super::behaviour::PREFIX,
+                kind.title().to_ascii_lowercase()
+            )),
+            _ => ProbeResult::Success,
+        }
+    }
+
+    fn implicit_probes(&self, container_id: &str) -> Vec<ProbeKind> {
+        let state = self.lock();
+        let Some(rec) = state.containers.get(container_id) else {
+            return Vec::new();
+        };
+        let b = &rec.behaviour;
+        [
+            (ProbeKind::Startup, b.startup),
+            (ProbeKind::Liveness, b.liveness),
+            (ProbeKind::Readiness, b.readiness),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|_| k))
+        .collect()
+    }
+
+    async fn run_hook(&self, container_id: &str, hook: HookKind) -> Result<(), RuntimeError> {
+        let b = {
+            let state = self.lock();
+            let rec = state
+                .containers
+                .get(container_id)
+                .ok_or_else(|| RuntimeError::NotFound(container_id.to_string()))?;
+            match hook {
+                HookKind::PostStart => rec.behaviour.post_start,
+                HookKind::PreStop => rec.behaviour.pre_stop,
+            }
+        };
+        match b {
+            HookBehaviour::Pass => Ok(()),
+            HookBehaviour::Takes(d) => {
+                tokio::time::sleep(d).await;
+                Ok(())
+            }
+            HookBehaviour::Fail => Err(RuntimeError::Refused {
+                message: "emulated hook failure (set by emulated.tandem.dev annotations)".into(),
+            }),
+        }
+    }
+
+    async fn exec(
+        &self,
+        _container_id: &str,
+        _command: &[String],
+    ) -> Result<Vec<u8>, RuntimeError> {
+        Err(RuntimeError::Unsupported(
+            "exec (emulated containers run no processes)",
+        ))
+    }
+
+    async fn logs(&self, _container_id: &str) -> Result<Vec<u8>, RuntimeError> {
+        Err(RuntimeError::Unsupported(
+            "logs (emulated containers run no processes)",
+        ))
+    }
+
+    fn stats(&self) -> RuntimeStats {
+        let mut state = self.lock();
+        let now = self.clock.now();
+        let mut running = 0;
+        for rec in state.containers.values_mut() {
+            self.refresh(rec, now);
+            if rec.info.state == ContainerState::Running {
+                running += 1;
+            }
+        }
+        RuntimeStats {
+            sandboxes: state.sandboxes.len(),
+            running_containers: running,
+            images: state.images.len(),
+            image_bytes: state.images.values().map(|i| i.size_bytes).sum(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime(os: NodeOs, build: Option<WindowsBuild>) -> EmulatedRuntime {
+        EmulatedRuntime::new(
+            EmulatedConfig {
+                os,
+                windows_build: build,
+                bandwidth: 100_000_000,
+                pause_image: PAUSE_IMAGE.into(),
+                preloaded_images: vec![],
+                stages: StageFile::default(),
+                state_dir: None,
+            },
+            Clock::new(),
+        )
+        .expect("runtime")
+    }
+
+    fn pod(json: serde_json::Value) -> Pod {
+        serde_json::from_value(json).expect("pod fixture")
+    }
+
+    async fn sandbox(rt: &EmulatedRuntime, p: &Pod) -> Result<SandboxInfo, RuntimeError> {
+        rt.run_sandbox(&SandboxConfig {
+            pod_uid: "u1".into(),
+            namespace: "default".into(),
+            name: "p".into(),
+            pod: p.clone(),
+            ip: None,
+        })
+        .await
+    }
+
+    fn container(image: &str) -> Container {
+        Container {
+            name: "app".into(),
+            image: Some(image.into()),
+            ..Container::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn windows_2022_host_refuses_ltsc2019_image_with_the_hcs_message() {
+        let rt = runtime(NodeOs::Windows, Some(WindowsBuild::SERVER_2022));
+        let p = pod(
+            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}]}}),
+        );
+        let sb = sandbox(&rt, &p).await.expect("sandbox");
+        let err = rt
+            .create_container(
+                &sb.id,
+                &p,
+                &container("mcr.microsoft.com/windows/servercore:ltsc2019"),
+                0,
+            )
+            .await
+            .expect_err("must refuse");
+        assert_eq!(err.to_string(), OS_MISMATCH_MESSAGE);
+        assert!(
+            rt.create_container(
+                &sb.id,
+                &p,
+                &container("mcr.microsoft.com/windows/servercore:ltsc2022"),
+                0
+            )
+            .await
+            .is_ok()
+        );
+    }
+
+    #[tokio::test]
+    async fn windows_2025_host_runs_2022_images_but_2019_host_refuses_2022() {
+        let rt = runtime(NodeOs::Windows, Some(WindowsBuild::SERVER_2025));
+        let p = pod(
+            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}]}}),
+        );
+        let sb = sandbox(&rt, &p).await.expect("sandbox");
+        assert!(
+            rt.create_container(&sb.id, &p, &container("x/app:ltsc2022"), 0)
+                .await
+                .is_ok()
+        );
+        let rt = runtime(NodeOs::Windows, Some(WindowsBuild::SERVER_2019));
+        let sb = sandbox(&rt, &p).await.expect("sandbox");
+        assert!(
+            rt.create_container(&sb.id, &p, &container("x/app:ltsc2022"), 0)
+                .await
+                .is_err()
+        );
+    }
+
+    #[tokio::test]
+    async fn windows_refuses_host_network_without_host_process_and_memory_empty_dir() {
+        let rt = runtime(NodeOs::Windows, Some(WindowsBuild::SERVER_2019));
+        let hn = pod(
+            serde_json::json!({"metadata": {"name": "p"}, "spec": {"hostNetwork": true, "containers": [{"name": "app"}]}}),
+        );
+        let err = sandbox(&rt, &hn).await.expect_err("refused");
+        assert!(
+            err.to_string().contains("hostNetwork is not supported"),
+            "{err}"
+        );
+        let hp = pod(
+            serde_json::json!({"metadata": {"name": "p"}, "spec": {"hostNetwork": true,
+            "securityContext": {"windowsOptions": {"hostProcess": true}}, "containers": [{"name": "app"}]}}),
+        );
+        assert!(sandbox(&rt, &hp).await.is_ok());
+        let mem = pod(
+            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}],
+            "volumes": [{"name": "cache", "emptyDir": {"medium": "Memory"}}]}}),
+        );
+        let err = rt.prepare_volumes(&mem).await.expect_err("refused");
+        assert!(
+            err.to_string()
+                .starts_with("MountVolume.SetUp failed for volume \"cache\""),
+            "{err}"
+        );
+        assert!(
+            runtime(NodeOs::Linux, None)
+                .prepare_volumes(&mem)
+                .await
+                .is_ok()
+        );
+    }
+
+    #[tokio::test]
+    async fn windows_pause_image_of_another_build_fails_the_sandbox() {
+        let mut rt = runtime(NodeOs::Windows, Some(WindowsBuild::SERVER_2022));
+        rt.config.pause_image =
+            "mcr.microsoft.com/oss/kubernetes/pause:3.9-windows-ltsc2019".into();
+        let p = pod(
+            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}]}}),
+        );
+        let err = sandbox(&rt, &p).await.expect_err("refused");
+        assert!(err.to_string().contains(OS_MISMATCH_MESSAGE), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn windows_never_oom_kills_but_linux_does() {
+        let p = pod(
+            serde_json::json!({"metadata": {"name": "p", "annotations": {"emulated.tandem.dev/oom-after": "5s"}},
+            "spec": {"containers": [{"name": "app"}]}}),
+        );
+        for (os, build, expect_oom) in [
+            (NodeOs::Linux, None, true),
+            (NodeOs::Windows, Some(WindowsBuild::SERVER_2019), false),
+        ] {
+            let rt = runtime(os, build);
+            let sb = sandbox(&rt, &p).await.expect("sandbox");
+            let c = rt
+                .create_container(&sb.id, &p, &container("busybox"), 0)
+                .await
+                .expect("create");
+            rt.start_container(&c.id).await.expect("start");
+            tokio::time::advance(Duration::from_secs(6)).await;
+            let st = rt.container_status(&c.id).expect("status").state;
+            let oom = matches!(&st, ContainerState::Exited { reason, exit_code: 137, .. } if reason == "OOMKilled");
+            assert_eq!(oom, expect_oom, "{os:?}: {st:?}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pull_time_follows_image_size_and_bandwidth_and_present_images_are_instant() {
+        let rt = runtime(NodeOs::Windows, Some(WindowsBuild::SERVER_2019));
+        let out = rt
+            .pull_image("mcr.microsoft.com/windows/servercore:ltsc2019")
+            .await
+            .expect("pull");
+        assert_eq!(out.took, Duration::from_secs(30), "3 GB at 100 MB/s");
+        let again = rt
+            .pull_image("mcr.microsoft.com/windows/servercore:ltsc2019")
+            .await
+            .expect("pull");
+        assert_eq!(again.took, Duration::ZERO);
+        let linux = runtime(NodeOs::Linux, None);
+        assert!(
+            linux
+                .pull_image("mcr.microsoft.com/windows/nanoserver:ltsc2022")
+                .await
+                .is_err()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn state_file_survives_a_new_runtime_instance() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mk = || {
+            EmulatedRuntime::new(
+                EmulatedConfig {
+                    os: NodeOs::Linux,
+                    windows_build: None,
+                    bandwidth: 1,
+                    pause_image: PAUSE_IMAGE.into(),
+                    preloaded_images: vec![],
+                    stages: StageFile::default(),
+                    state_dir: Some(dir.path().to_path_buf()),
+                },
+                Clock::new(),
+            )
+            .expect("runtime")
+        };
+        let rt = mk();
+        let p = pod(
+            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}]}}),
+        );
+        let sb = sandbox(&rt, &p).await.expect("sandbox");
+        let c = rt
+            .create_container(&sb.id, &p, &container("busybox"), 0)
+            .await
+            .expect("create");
+        rt.start_container(&c.id).await.expect("start");
+        drop(rt);
+        let rt = mk();
+        assert_eq!(rt.list_sandboxes().len(), 1);
+        let cs = rt.list_containers(&sb.id);
+        assert_eq!(cs.len(), 1);
+        assert_eq!(cs[0].state, ContainerState::Running);
+        assert!(rt.version().starts_with("emulated://tandem-"));
+    }
+}

@@ -1,0 +1,260 @@
+//! The `Runtime` trait: the node agent's one boundary to whatever runs containers, shaped after
+//! CRI v1 (`RuntimeService` + `ImageService`) but narrowed to what the pod workers use. Backends:
+//! [`emulated`] today; a CRI client to containerd is the next.
+//!
+//! Contract every backend keeps:
+//! - sandbox, container and image operations are idempotent on their ids; a missing id is
+//!   [`RuntimeError::NotFound`];
+//! - state survives an agent restart as far as the backend can keep it, and
+//!   [`Runtime::list_sandboxes`]/[`Runtime::list_containers`] report it so the agent can re-adopt
+//!   running pods instead of restarting them;
+//! - failures a user must see carry the message the real node would give (they end up in pod
+//!   status and events verbatim).
+
+pub mod behaviour;
+pub mod emulated;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+/// What a backend needs to create a pod sandbox.
+#[derive(Clone, Debug)]
+pub struct SandboxConfig {
+    pub pod_uid: String,
+    pub namespace: String,
+    pub name: String,
+    /// The pod, for backends that read per-pod behaviour or Windows options from it.
+    pub pod: Pod,
+    /// The IP the agent allocated from the node's pod CIDR (`None` for hostNetwork pods).
+    pub ip: Option<String>,
+}
+
+/// A sandbox as the backend reports it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SandboxInfo {
+    pub id: String,
+    pub pod_uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub ip: Option<String>,
+    pub ready: bool,
+    #[serde(with = "wall")]
+    pub created_at: SystemTime,
+}
+
+/// An image present on the node.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ImageInfo {
+    /// The reference the image was pulled by.
+    pub name: String,
+    /// `sha256:…`, as `imageID` shows it.
+    pub id: String,
+    pub size_bytes: i64,
+}
+
+/// The result of a pull: the image and how long the transfer took (without queueing).
+#[derive(Clone, Debug)]
+pub struct PullOutcome {
+    pub image: ImageInfo,
+    pub took: Duration,
+    /// Time spent including waiting for other pulls (the kubelet's "including waiting").
+    pub took_including_waiting: Duration,
+}
+
+/// A container's state as the backend reports it (CRI `ContainerStatus`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum ContainerState {
+    Created,
+    Running,
+    Exited {
+        exit_code: i32,
+        reason: String,
+        message: Option<String>,
+    },
+}
+
+/// A container as the backend reports it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ContainerInfo {
+    /// `emulated://<hex>` for the emulated backend, as `containerID` shows it.
+    pub id: String,
+    pub sandbox_id: String,
+    pub pod_uid: String,
+    pub name: String,
+    /// How many times this container was started before this instance (CRI `attempt`).
+    pub attempt: u32,
+    pub image: String,
+    pub image_id: String,
+    pub state: ContainerState,
+    #[serde(with = "wall_opt")]
+    pub started_at: Option<SystemTime>,
+    #[serde(with = "wall_opt")]
+    pub finished_at: Option<SystemTime>,
+    /// When the state is next expected to change without anyone acting (an emulated exit);
+    /// `None` when only polling can tell. The agent wakes then instead of polling.
+    #[serde(skip)]
+    pub next_change: Option<tokio::time::Instant>,
+}
+
+/// Which probe is run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProbeKind {
+    Startup,
+    Liveness,
+    Readiness,
+}
+
+impl ProbeKind {
+    /// `Startup`, `Liveness`, `Readiness`: how probe events name the probe.
+    pub fn title(self) -> &'static str {
+        match self {
+            ProbeKind::Startup => "Startup",
+            ProbeKind::Liveness => "Liveness",
+            ProbeKind::Readiness => "Readiness",
+        }
+    }
+}
+
+/// One probe's outcome; `Failure` carries the output the kubelet shows in its Unhealthy event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProbeResult {
+    Success,
+    Failure(String),
+}
+
+/// Lifecycle hooks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HookKind {
+    PostStart,
+    PreStop,
+}
+
+/// Node-level usage figures (CRI `ImageFsInfo`/`ListContainerStats`, summed).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RuntimeStats {
+    pub sandboxes: usize,
+    pub running_containers: usize,
+    pub images: usize,
+    pub image_bytes: i64,
+}
+
+/// Why a runtime operation failed. `message` is what a user sees.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The node refused the operation as a real node of its OS would (Windows build mismatch,
+    /// hostNetwork, memory-backed emptyDir, platform mismatch on pull).
+    #[error("{message}")]
+    Refused { message: String },
+    #[error("{0} is not supported by this runtime")]
+    Unsupported(&'static str),
+    #[error("runtime state could not be saved")]
+    State(#[source] std::sync::Arc<std::io::Error>),
+}
+
+/// The runtime a node agent drives. Narrow on purpose: sandbox, image, container, hooks and
+/// probes, exec/logs placeholders, stats.
+#[async_trait]
+pub trait Runtime: Send + Sync {
+    /// `containerRuntimeVersion` as the Node reports it (`emulated://tandem-0.1.0`).
+    fn version(&self) -> String;
+
+    /// Creates and starts a pod sandbox (network namespace, pause container).
+    async fn run_sandbox(&self, config: &SandboxConfig) -> Result<SandboxInfo, RuntimeError>;
+    /// Stops and removes a sandbox and every container in it.
+    async fn remove_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError>;
+    /// Sandboxes that exist (for re-adoption after an agent restart).
+    fn list_sandboxes(&self) -> Vec<SandboxInfo>;
+
+    /// The image if present on the node.
+    fn image_status(&self, image: &str) -> Option<ImageInfo>;
+    /// Pulls an image (for the emulated backend: waits the modelled transfer time).
+    async fn pull_image(&self, image: &str) -> Result<PullOutcome, RuntimeError>;
+    /// Images present.
+    fn list_images(&self) -> Vec<ImageInfo>;
+
+    /// Mounts the pod's volumes; an error is reported as a `FailedMount` event.
+    async fn prepare_volumes(&self, pod: &Pod) -> Result<(), RuntimeError>;
+    /// Creates a container in a sandbox; `attempt` counts restarts.
+    async fn create_container(
+        &self,
+        sandbox_id: &str,
+        pod: &Pod,
+        container: &Container,
+        attempt: u32,
+    ) -> Result<ContainerInfo, RuntimeError>;
+    /// Starts a created container.
+    async fn start_container(&self, container_id: &str) -> Result<(), RuntimeError>;
+    /// Stops a container, giving it `grace` to exit before it is killed.
+    async fn stop_container(&self, container_id: &str, grace: Duration)
+    -> Result<(), RuntimeError>;
+    /// The container's current status.
+    fn container_status(&self, container_id: &str) -> Result<ContainerInfo, RuntimeError>;
+    /// Containers of a sandbox, every attempt.
+    fn list_containers(&self, sandbox_id: &str) -> Vec<ContainerInfo>;
+
+    /// Runs a probe against a running container.
+    async fn probe(&self, container_id: &str, kind: ProbeKind) -> ProbeResult;
+    /// Probes the backend models for a container even though its spec declares none (the
+    /// emulated runtime's probe annotations); the agent runs them with period 1 s and
+    /// thresholds 1. A real runtime returns none.
+    fn implicit_probes(&self, container_id: &str) -> Vec<ProbeKind>;
+    /// Runs a lifecycle hook; an error is the hook's failure message.
+    async fn run_hook(&self, container_id: &str, hook: HookKind) -> Result<(), RuntimeError>;
+
+    /// Exec into a container (placeholder: the streaming issue fills it in).
+    async fn exec(&self, container_id: &str, command: &[String]) -> Result<Vec<u8>, RuntimeError>;
+    /// A container's logs (placeholder: the streaming issue fills it in).
+    async fn logs(&self, container_id: &str) -> Result<Vec<u8>, RuntimeError>;
+    /// Usage figures.
+    fn stats(&self) -> RuntimeStats;
+}
+
+/// Labels every backend records on a container so it can be matched to the pod spec.
+pub fn container_labels(pod_uid: &str, name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("io.kubernetes.pod.uid".to_string(), pod_uid.to_string()),
+        ("io.kubernetes.container.name".to_string(), name.to_string()),
+    ])
+}
+
+/// `SystemTime` as Unix microseconds in JSON.
+mod wall {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        let us = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_micros();
+        s.serialize_u64(u64::try_from(us).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+        let us = u64::deserialize(d)?;
+        Ok(UNIX_EPOCH + Duration::from_micros(us))
+    }
+}
+
+mod wall_opt {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &Option<SystemTime>, s: S) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => {
+                let us = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_micros();
+                s.serialize_some(&u64::try_from(us).unwrap_or(u64::MAX))
+            }
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SystemTime>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(|us| UNIX_EPOCH + Duration::from_micros(us)))
+    }
+}

@@ -1,0 +1,89 @@
+//! The admission step of the write pipeline: the Windows-aware rules of `tandem_core::admission`
+//! (pod OS fields, HostProcess, RuntimeClass scheduling and overhead, gMSA credential specs,
+//! default not-ready/unreachable tolerations, and warnings for what Windows nodes cannot honour),
+//! with the RuntimeClass and GMSACredentialSpec objects they need looked up first.
+
+use serde_json::{Value, json};
+use tandem_core::admission::{self, AdmissionError, AdmissionOptions, MapLookups, Operation};
+use tandem_core::registry::ResourceType;
+
+use crate::error::ApiError;
+use crate::meta;
+use crate::rest::State;
+
+impl State {
+    /// Fetches an object by type and name, from the cache or (when the cache has not caught up
+    /// with a write that just happened) from the store.
+    async fn lookup(&self, group: &str, plural: &str, name: &str) -> Option<Value> {
+        let rt = self.registry.by_plural(group, "v1", plural)?;
+        let key = rt.key(None, name);
+        if let Some(o) = self.cache.get(&rt, &key) {
+            return Some(o.value.clone());
+        }
+        let kv = self.store.get(&key).await.ok()??;
+        serde_json::from_slice(&kv.value).ok()
+    }
+
+    /// Runs admission on `obj`; returns the warnings to send back. Field errors are returned as
+    /// `AdmissionError::Invalid` so the caller can report them with validation's in one 422.
+    pub(crate) async fn admit(&self, op: Operation, rt: &ResourceType, obj: &mut Value, old: Option<&Value>) -> Result<Vec<String>, AdmissionError> {
+        let Some(location) = admission::pod_spec_location(rt) else {
+            return Ok(Vec::new());
+        };
+        let mut lookups = MapLookups::default();
+        // The RuntimeClass of the pod or of the template (its scheduling decides the target OS
+        // for warnings even where only pods get it merged).
+        let spec_pointer: String = location.iter().map(|seg| format!("/{seg}")).collect();
+        if let Some(name) = obj.pointer(&format!("{spec_pointer}/runtimeClassName")).and_then(Value::as_str).filter(|n| !n.is_empty()) {
+            if let Some(rc) = self.lookup("node.k8s.io", "runtimeclasses", name).await {
+                lookups.insert(rc);
+            }
+        }
+        if rt.group.is_empty() && rt.kind == "Pod" {
+            for name in gmsa_names(obj) {
+                if let Some(spec) = self.lookup("windows.k8s.io", "gmsacredentialspecs", &name).await {
+                    lookups.insert(spec);
+                }
+            }
+        }
+        let options = AdmissionOptions { privileged_allowed: self.options.allow_privileged, warnings: true };
+        admission::admit(op, rt, obj, old, &lookups, &options)
+    }
+}
+
+/// Every `gmsaCredentialSpecName` a pod names, at pod and container level.
+fn gmsa_names(pod: &Value) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut push = |v: Option<&Value>| {
+        if let Some(n) = v.and_then(Value::as_str).filter(|n| !n.is_empty()) {
+            if !names.iter().any(|x| x == n) {
+                names.push(n.to_string());
+            }
+        }
+    };
+    push(pod.pointer("/spec/securityContext/windowsOptions/gmsaCredentialSpecName"));
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        for c in pod.pointer(&format!("/spec/{list}")).and_then(Value::as_array).into_iter().flatten() {
+            push(c.pointer("/securityContext/windowsOptions/gmsaCredentialSpecName"));
+        }
+    }
+    names
+}
+
+/// The Status for an admission refusal that is not a field error.
+pub(crate) fn admission_error(rt: &ResourceType, obj: &Value, e: AdmissionError) -> ApiError {
+    let name = meta::name(obj).unwrap_or_default().to_string();
+    match e {
+        AdmissionError::Invalid(errors) => ApiError::invalid(rt, &name, &errors),
+        other => {
+            let code = other.code();
+            let mut err = ApiError::new(code, other.reason(), other.status_message(&rt.group_resource(), &name));
+            let mut d = json!({"name": name, "kind": rt.plural});
+            if !rt.group.is_empty() {
+                d["group"] = json!(rt.group);
+            }
+            err.details = Some(d);
+            err
+        }
+    }
+}

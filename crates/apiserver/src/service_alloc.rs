@@ -1,0 +1,167 @@
+//! ClusterIP and NodePort allocation for Services, done in the API server's Service storage as
+//! upstream's `pkg/registry/core/service/storage` (with its ipallocator and portallocator) does:
+//! a Service of type ClusterIP, NodePort or LoadBalancer without `spec.clusterIP` gets the next
+//! free address of the service CIDR (default 10.96.0.0/12; .1 is the `kubernetes` Service and .10
+//! is kept for cluster DNS), and every port of a NodePort or LoadBalancer Service without a
+//! `nodePort` gets a free one from 30000–32767. Addresses or ports asked for explicitly that are
+//! taken are refused with upstream's messages. What is in use is read from the watch cache; Service
+//! writes hold `State::service_lock` until the cache reflects them, so two writes never see the
+//! same free value.
+
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+
+use serde_json::{Value, json};
+use tandem_core::field::FieldError;
+use tandem_core::registry::ResourceType;
+
+use crate::rest::State;
+
+/// The service address range and node port range.
+#[derive(Debug, Clone)]
+pub struct ServiceRanges {
+    pub cidr_base: Ipv4Addr,
+    pub cidr_prefix: u8,
+    pub node_port_min: u16,
+    pub node_port_max: u16,
+}
+
+impl Default for ServiceRanges {
+    fn default() -> Self {
+        ServiceRanges { cidr_base: Ipv4Addr::new(10, 96, 0, 0), cidr_prefix: 12, node_port_min: 30000, node_port_max: 32767 }
+    }
+}
+
+impl ServiceRanges {
+    fn contains(&self, ip: Ipv4Addr) -> bool {
+        let mask = if self.cidr_prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(self.cidr_prefix)) };
+        (u32::from(ip) & mask) == (u32::from(self.cidr_base) & mask)
+    }
+    fn size(&self) -> u32 {
+        1u32 << (32 - u32::from(self.cidr_prefix.min(30)))
+    }
+    /// The n-th address of the range.
+    fn nth(&self, n: u32) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.cidr_base).wrapping_add(n))
+    }
+}
+
+fn used(state: &State, rt: &ResourceType, skip_key: Option<&str>) -> (HashSet<Ipv4Addr>, HashSet<u16>) {
+    let snap = state.cache.snapshot(rt, &rt.key_prefix(), |_| true);
+    let mut ips = HashSet::new();
+    let mut ports = HashSet::new();
+    for o in snap.items.iter().filter(|o| Some(o.key.as_str()) != skip_key) {
+        if let Some(ip) = o.value.pointer("/spec/clusterIP").and_then(Value::as_str).and_then(|s| s.parse().ok()) {
+            ips.insert(ip);
+        }
+        for p in o.value.pointer("/spec/ports").and_then(Value::as_array).into_iter().flatten() {
+            if let Some(np) = p.get("nodePort").and_then(Value::as_u64).and_then(|n| u16::try_from(n).ok()) {
+                ports.insert(np);
+            }
+        }
+    }
+    (ips, ports)
+}
+
+/// Fills and checks `spec.clusterIP(s)` and node ports of a Service being created (`old = None`)
+/// or updated. Returns field errors for addresses or ports that are taken or out of range.
+pub fn allocate(state: &State, rt: &ResourceType, obj: &mut Value, old: Option<&Value>) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let ranges = &state.options.service_ranges;
+    let key = crate::meta::name(obj).map(|n| rt.key(crate::meta::namespace(obj), n));
+    let (ips, mut ports) = used(state, rt, key.as_deref());
+    let kind = obj.pointer("/spec/type").and_then(Value::as_str).unwrap_or("ClusterIP").to_string();
+    if kind == "ExternalName" {
+        return errors;
+    }
+    let old_ip = old.and_then(|o| o.pointer("/spec/clusterIP")).and_then(Value::as_str).map(str::to_string);
+    let requested = obj.pointer("/spec/clusterIP").and_then(Value::as_str).map(str::to_string).filter(|s| !s.is_empty());
+    match requested.as_deref() {
+        Some("None") => {}
+        Some(ip) if old_ip.as_deref() == Some(ip) => {}
+        Some(ip) => match ip.parse::<Ipv4Addr>() {
+            Ok(addr) if !ranges.contains(addr) => errors.push(FieldError::invalid(
+                "spec.clusterIPs",
+                &json!([ip]),
+                format!("failed to allocate IP {ip}: the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}/{}", ranges.cidr_base, ranges.cidr_prefix),
+            )),
+            Ok(addr) if ips.contains(&addr) => errors.push(FieldError::invalid(
+                "spec.clusterIPs",
+                &json!([ip]),
+                format!("failed to allocate IP {ip}: provided IP is already allocated"),
+            )),
+            Ok(_) | Err(_) => {}
+        },
+        None => {
+            // Skip the network address, .1 (the kubernetes Service) and .10 (cluster DNS) unless
+            // asked for explicitly, and the broadcast address.
+            let mut chosen = None;
+            for n in 2..ranges.size().saturating_sub(1) {
+                let addr = ranges.nth(n);
+                if n == 10 || ips.contains(&addr) {
+                    continue;
+                }
+                chosen = Some(addr);
+                break;
+            }
+            match chosen {
+                Some(addr) => {
+                    obj["spec"]["clusterIP"] = json!(addr.to_string());
+                    obj["spec"]["clusterIPs"] = json!([addr.to_string()]);
+                }
+                None => errors.push(FieldError::new(tandem_core::field::ErrorKind::Invalid, "spec.clusterIPs", None, "failed to allocate a serviceIP: range is full")),
+            }
+        }
+    }
+    if let Some(ip) = obj.pointer("/spec/clusterIP").and_then(Value::as_str).map(str::to_string) {
+        if obj.pointer("/spec/clusterIPs").and_then(Value::as_array).is_none_or(|a| a.is_empty()) {
+            obj["spec"]["clusterIPs"] = json!([ip]);
+        }
+    }
+    if kind == "NodePort" || kind == "LoadBalancer" {
+        let old_ports: HashSet<u16> = old
+            .and_then(|o| o.pointer("/spec/ports"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.get("nodePort").and_then(Value::as_u64).and_then(|n| u16::try_from(n).ok()))
+            .collect();
+        let mut next = ranges.node_port_min;
+        if let Some(list) = obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
+            for (i, p) in list.iter_mut().enumerate() {
+                match p.get("nodePort").and_then(Value::as_u64).filter(|n| *n != 0) {
+                    Some(np) => {
+                        let Ok(np) = u16::try_from(np) else { continue };
+                        if old_ports.contains(&np) {
+                            continue;
+                        }
+                        if ports.contains(&np) {
+                            errors.push(FieldError::invalid(format!("spec.ports[{i}].nodePort"), &json!(np), "provided port is already allocated"));
+                        } else if np < ranges.node_port_min || np > ranges.node_port_max {
+                            errors.push(FieldError::invalid(
+                                format!("spec.ports[{i}].nodePort"),
+                                &json!(np),
+                                format!("provided port is not in the valid range. The range of valid ports is {}-{}", ranges.node_port_min, ranges.node_port_max),
+                            ));
+                        } else {
+                            ports.insert(np);
+                        }
+                    }
+                    None => {
+                        while next <= ranges.node_port_max && ports.contains(&next) {
+                            next += 1;
+                        }
+                        if next > ranges.node_port_max {
+                            errors.push(FieldError::new(tandem_core::field::ErrorKind::Invalid, format!("spec.ports[{i}].nodePort"), None, "failed to allocate a nodePort: range is full"));
+                            continue;
+                        }
+                        p["nodePort"] = json!(next);
+                        ports.insert(next);
+                    }
+                }
+            }
+        }
+    }
+    errors
+}
+

@@ -1,0 +1,174 @@
+//! A rate-limited work queue of object keys — client-go's `workqueue`: a key is queued at most
+//! once, is never processed by two workers at the same time (a key added while it is processed is
+//! processed again afterwards), failures are retried with per-key exponential back-off, and a
+//! worker can ask to see a key again after a delay.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<String>,
+    queued: HashSet<String>,
+    processing: HashSet<String>,
+    dirty: HashSet<String>,
+    failures: HashMap<String, u32>,
+}
+
+/// A shared queue of keys; cheap to clone.
+#[derive(Clone, Default)]
+pub struct WorkQueue {
+    state: Arc<Mutex<State>>,
+    notify: Arc<Notify>,
+}
+
+/// First retry delay after a failure; doubles per consecutive failure of the same key.
+const BASE_DELAY: Duration = Duration::from_millis(50);
+/// Longest retry delay.
+const MAX_DELAY: Duration = Duration::from_secs(60);
+
+impl WorkQueue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `key` unless it is already waiting.
+    pub fn add(&self, key: impl Into<String>) {
+        let key = key.into();
+        let mut s = self.lock();
+        if s.processing.contains(&key) {
+            s.dirty.insert(key);
+            return;
+        }
+        if s.queued.insert(key.clone()) {
+            s.queue.push_back(key);
+            drop(s);
+            self.notify.notify_one();
+        }
+    }
+
+    /// Queues `key` after `delay`.
+    pub fn add_after(&self, key: impl Into<String>, delay: Duration) {
+        let key = key.into();
+        let q = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            q.add(key);
+        });
+    }
+
+    /// Queues `key` after its back-off delay, which grows with each consecutive failure.
+    pub fn add_rate_limited(&self, key: &str) {
+        let n = {
+            let mut s = self.lock();
+            let n = s.failures.entry(key.to_string()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        };
+        let delay = BASE_DELAY
+            .saturating_mul(1u32 << (n - 1).min(20))
+            .min(MAX_DELAY);
+        self.add_after(key, delay);
+    }
+
+    /// Forgets the failure history of `key` (after a successful sync).
+    pub fn forget(&self, key: &str) {
+        self.lock().failures.remove(key);
+    }
+
+    /// Waits for the next key and marks it as being processed.
+    pub async fn next(&self) -> String {
+        loop {
+            let notified = self.notify.notified();
+            {
+                let mut s = self.lock();
+                if let Some(key) = s.queue.pop_front() {
+                    s.queued.remove(&key);
+                    s.processing.insert(key.clone());
+                    if !s.queue.is_empty() {
+                        self.notify.notify_one();
+                    }
+                    return key;
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Marks `key` as processed; if it was added meanwhile it is queued again.
+    pub fn done(&self, key: &str) {
+        let mut s = self.lock();
+        s.processing.remove(key);
+        if s.dirty.remove(key) && s.queued.insert(key.to_string()) {
+            s.queue.push_back(key.to_string());
+            drop(s);
+            self.notify.notify_one();
+        }
+    }
+
+    /// Runs `workers` loops that take keys and call `sync`. `Ok(Some(d))` asks to see the key
+    /// again after `d`; an error retries it with back-off.
+    pub fn run_workers<F, Fut, E>(&self, workers: usize, name: &'static str, sync: F)
+    where
+        F: Fn(String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Option<Duration>, E>> + Send,
+        E: std::fmt::Display,
+    {
+        let sync = Arc::new(sync);
+        for _ in 0..workers {
+            let (q, sync) = (self.clone(), sync.clone());
+            tokio::spawn(async move {
+                loop {
+                    let key = q.next().await;
+                    match sync(key.clone()).await {
+                        Ok(requeue) => {
+                            q.forget(&key);
+                            if let Some(d) = requeue {
+                                q.add_after(key.clone(), d);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::debug!(controller = name, key = %key, error = %e, "sync failed; will retry");
+                            q.add_rate_limited(&key);
+                        }
+                    }
+                    q.done(&key);
+                }
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_key_added_twice_is_queued_once() {
+        let q = WorkQueue::default();
+        q.add("a");
+        q.add("a");
+        q.add("b");
+        assert_eq!(q.next().await, "a");
+        assert_eq!(q.next().await, "b");
+        assert!(q.lock().queue.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_key_added_while_processing_is_processed_again() {
+        let q = WorkQueue::default();
+        q.add("a");
+        let k = q.next().await;
+        q.add("a");
+        assert!(
+            q.lock().queue.is_empty(),
+            "not queued while being processed"
+        );
+        q.done(&k);
+        assert_eq!(q.next().await, "a");
+    }
+}

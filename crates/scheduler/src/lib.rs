@@ -1,0 +1,24 @@
+//! The tandem scheduler: upstream kube-scheduler's filter/score framework and default plugins
+//! over an in-memory [`Snapshot`], tandem's OS and Windows-build placement on top, and the loop
+//! ([`run`]) that watches pods and nodes through the API, binds pods and explains refusals.
+//!
+//! The framework ([`framework`], [`plugins`], [`snapshot`]) is pure and unit-tested; only
+//! [`scheduler`] (the loop) and [`bench`] do I/O, through kube-rs.
+
+pub mod bench;
+pub mod framework;
+pub mod labels;
+pub mod os;
+pub mod plugins;
+pub mod queue;
+pub mod resources;
+pub mod scheduler;
+pub mod snapshot;
+
+pub use bench::{BenchError, BenchReport, run_bench};
+pub use framework::{FitError, Framework, FrameworkOptions, Placement, TieBreak};
+pub use scheduler::{SchedulerHandle, SchedulerOptions, run, start};
+pub use snapshot::{NodeInfo, PodInfo, Snapshot};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,173 @@
+//! The operating-system knowledge the scheduler decides with: which OS a pod needs (and why),
+//! which Windows build an image was made for, and which host builds run it with process isolation.
+//!
+//! These are tandem's rules beyond upstream kube-scheduler (which only honours what a pod
+//! selects). The knowledge itself is shared with admission, the agent and `tandem check` in
+//! [`tandem_core::windows`]; every scheduler caller goes through this small adapter, so the
+//! scheduler's decision can be switched in one place.
+
+use std::fmt;
+
+use k8s_openapi::api::core::v1::Pod;
+use tandem_core::windows::{self as core_windows, PodOs};
+
+pub use tandem_core::windows::{LABEL_OS, LABEL_OS_BETA, LABEL_WINDOWS_BUILD, OsSource, WindowsBuild};
+
+/// A node or pod operating system.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Os {
+    Linux,
+    Windows,
+    /// Anything else a label may say (`freebsd`…), compared by name.
+    Other(String),
+}
+
+impl Os {
+    /// Parses a `kubernetes.io/os` value or `spec.os.name`.
+    pub fn parse(s: &str) -> Os {
+        match s {
+            "linux" => Os::Linux,
+            "windows" => Os::Windows,
+            other => Os::Other(other.to_string()),
+        }
+    }
+
+    /// The label value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Os::Linux => "linux",
+            Os::Windows => "windows",
+            Os::Other(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for Os {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether a host of build `host` runs a container image built for `image` with process
+/// isolation, by Microsoft's published compatibility matrix: before Windows Server 2022 the builds
+/// must match exactly; from 2022 on a newer host runs older images down to 2022 (a 2025 host runs
+/// 2022 images); never an image newer than the host.
+pub fn process_isolation_compatible(host: WindowsBuild, image: WindowsBuild) -> bool {
+    core_windows::process_isolation_compatible(image, host)
+}
+
+/// The Windows build an image reference names in its tag (`…:ltsc2019`, `…:1809`,
+/// `…:10.0.20348.2582`, `…:8.0-nanoserver-ltsc2022`), if any.
+pub fn image_windows_build(image: &str) -> Option<WindowsBuild> {
+    core_windows::image_windows_build(image)
+}
+
+/// Whether an image reference is recognisably a Windows image.
+pub fn is_windows_image(image: &str) -> bool {
+    core_windows::is_known_windows_image(image)
+}
+
+/// The OS a node runs, from its `kubernetes.io/os` label (or the deprecated beta label); a node
+/// without either is a Linux node (the kubelet always sets the label).
+pub fn node_os(labels: &std::collections::BTreeMap<String, String>) -> Os {
+    labels.get(LABEL_OS).or_else(|| labels.get(LABEL_OS_BETA)).map_or(Os::Linux, |v| Os::parse(v))
+}
+
+/// The OS a pod needs and what decided it: `spec.os.name`, else the `kubernetes.io/os` its
+/// nodeSelector (with RuntimeClass scheduling merged in by admission) or required node affinity
+/// selects, else what its images reveal, else Linux ([`tandem_core::windows::pod_os`]).
+pub fn pod_os(pod: &Pod) -> (Os, OsSource) {
+    let spec = pod.spec.as_ref().and_then(|s| serde_json::to_value(s).ok()).unwrap_or_default();
+    let decision = core_windows::pod_os(&spec, None);
+    let os = match decision.os {
+        PodOs::Linux => Os::Linux,
+        PodOs::Windows => Os::Windows,
+    };
+    (os, decision.source)
+}
+
+/// The images of a pod that name a Windows build, with that build.
+pub fn pod_image_builds(pod: &Pod) -> Vec<(String, WindowsBuild)> {
+    let Some(spec) = pod.spec.as_ref() else { return Vec::new() };
+    spec.init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+        .filter_map(|c| {
+            let image = c.image.as_deref()?;
+            Some((image.to_string(), image_windows_build(image)?))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const B2019: WindowsBuild = WindowsBuild::SERVER_2019;
+    const B2022: WindowsBuild = WindowsBuild::SERVER_2022;
+    const B2025: WindowsBuild = WindowsBuild::SERVER_2025;
+
+    #[test]
+    fn image_tags_name_windows_builds() {
+        let cases = [
+            ("mcr.microsoft.com/windows/servercore:ltsc2019", Some(B2019)),
+            ("mcr.microsoft.com/windows/nanoserver:1809", Some(B2019)),
+            ("mcr.microsoft.com/windows/servercore:ltsc2022", Some(B2022)),
+            ("mcr.microsoft.com/windows/server:ltsc2025", Some(B2025)),
+            ("mcr.microsoft.com/dotnet/aspnet:8.0-nanoserver-ltsc2022", Some(B2022)),
+            ("mcr.microsoft.com/windows/servercore:10.0.17763.6054", Some(B2019)),
+            ("nginx", None),
+            ("nginx:1.25", None),
+            ("localhost:5000/nginx", None),
+        ];
+        for (image, build) in cases {
+            assert_eq!(image_windows_build(image), build, "{image}");
+        }
+    }
+
+    #[test]
+    fn process_isolation_compatibility_matrix() {
+        // (host, image, runs)
+        let cases = [
+            (B2019, B2019, true),
+            (B2022, B2019, false),
+            (B2025, B2019, false),
+            (B2019, B2022, false),
+            (B2022, B2022, true),
+            (B2025, B2022, true),
+            (B2022, B2025, false),
+            (B2025, B2025, true),
+        ];
+        for (host, image, runs) in cases {
+            assert_eq!(process_isolation_compatible(host, image), runs, "host {host} image {image}");
+        }
+    }
+
+    fn pod(json: serde_json::Value) -> Pod {
+        serde_json::from_value(json).expect("fixture pod")
+    }
+
+    #[test]
+    fn pod_os_comes_from_the_first_thing_that_says() {
+        let cases = [
+            (serde_json::json!({"os": {"name": "windows"}, "containers": [{"name": "a", "image": "nginx"}]}), Os::Windows, "spec.os.name"),
+            (serde_json::json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "containers": [{"name": "a", "image": "nginx"}]}), Os::Windows, "nodeSelector"),
+            (serde_json::json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["windows"]}]}]}}},
+                "containers": [{"name": "a", "image": "nginx"}]}), Os::Windows, "nodeAffinity"),
+            (serde_json::json!({"containers": [{"name": "a", "image": "mcr.microsoft.com/windows/servercore:ltsc2019"}]}), Os::Windows, "image"),
+            (serde_json::json!({"containers": [{"name": "a", "image": "nginx"}]}), Os::Linux, "default"),
+            (serde_json::json!({"os": {"name": "linux"}, "containers": [{"name": "a", "image": "mcr.microsoft.com/windows/nanoserver:1809"}]}), Os::Linux, "spec.os.name"),
+        ];
+        for (spec, os, source) in cases {
+            let (got, why) = pod_os(&pod(serde_json::json!({"spec": spec})));
+            assert_eq!(got, os, "{source}");
+            let why = why.to_string();
+            match source {
+                "default" => assert!(why.contains("default"), "{why}"),
+                s => assert!(why.contains(s), "{why} should mention {s}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,567 @@
+//! The scheduling loop, an API client like kube-scheduler: watch pods and nodes, queue pending
+//! pods that are ours, schedule them one at a time against the in-memory [`Snapshot`] (which
+//! assumes each placement at once, before the binding is confirmed — upstream's assume cache),
+//! bind through `pods/binding` with a bounded number of bindings in flight, and explain failures
+//! with a `PodScheduled=False` condition and a `FailedScheduling` event.
+//!
+//! Mirrors upstream `pkg/scheduler/schedule_one.go` (`ScheduleOne`, `assume`, `bind`,
+//! `handleSchedulingFailure`) and `pkg/scheduler/eventhandlers.go`.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use serde_json::json;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::time::Instant;
+
+use crate::framework::{FitError, Framework, FrameworkOptions, TieBreak};
+use crate::queue::SchedulingQueue;
+use crate::snapshot::{NodeChange, PodInfo, PodKey, Snapshot, pod_key};
+
+/// The scheduler name upstream's kube-scheduler answers to, and tandem's by default.
+pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+
+/// How the scheduler runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulerOptions {
+    /// Pods whose `spec.schedulerName` is this (or empty) are ours; others are left alone.
+    pub scheduler_name: String,
+    /// Turn off tandem's OS placement and Windows build compatibility, scheduling exactly as
+    /// upstream does (`--upstream-os-placement`).
+    pub upstream_os_placement: bool,
+    /// Upstream `percentageOfNodesToScore`; `None` for upstream's adaptive default.
+    pub percentage_of_nodes_to_score: Option<u32>,
+    /// How many bindings may be in flight at once while the snapshot assumes their result.
+    pub max_in_flight_binds: usize,
+    /// How many events may be being written at once; beyond a queue of 10,000 events are dropped
+    /// (as upstream's event broadcaster drops when it cannot keep up).
+    pub max_in_flight_events: usize,
+    pub tie_break: TieBreak,
+}
+
+impl Default for SchedulerOptions {
+    fn default() -> Self {
+        SchedulerOptions {
+            scheduler_name: DEFAULT_SCHEDULER_NAME.to_string(),
+            upstream_os_placement: false,
+            percentage_of_nodes_to_score: None,
+            max_in_flight_binds: 256,
+            max_in_flight_events: 16,
+            tie_break: TieBreak::Random,
+        }
+    }
+}
+
+impl SchedulerOptions {
+    fn framework(&self) -> FrameworkOptions {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        FrameworkOptions {
+            os_placement: !self.upstream_os_placement,
+            percentage_of_nodes_to_score: self.percentage_of_nodes_to_score,
+            tie_break: self.tie_break,
+            seed,
+        }
+    }
+}
+
+enum Either {
+    Pod(watcher::Event<Pod>),
+    Node(watcher::Event<Node>),
+}
+
+enum Input {
+    Pod(Box<watcher::Event<Pod>>),
+    Node(Box<watcher::Event<Node>>),
+}
+
+struct BindOutcome {
+    key: PodKey,
+    pod: Arc<Pod>,
+    node: String,
+    result: Result<(), kube::Error>,
+}
+
+/// An event to write (core/v1, as upstream's scheduler records them through the legacy
+/// recorder's `events` API).
+struct EventRequest {
+    pod: Arc<Pod>,
+    type_: &'static str,
+    reason: &'static str,
+    action: &'static str,
+    message: String,
+}
+
+/// Runs the scheduler on `client` until the runtime stops (or the watches end). This is what
+/// `tandem up`/`tandem server` call; [`start`] gives a handle instead.
+pub async fn run(client: kube::Client, options: SchedulerOptions) {
+    run_inner(client, options, None).await;
+}
+
+/// A running scheduler.
+#[derive(Debug)]
+pub struct SchedulerHandle {
+    ready: watch::Receiver<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SchedulerHandle {
+    /// Waits until the scheduler has listed every node and pod and starts scheduling.
+    pub async fn ready(&mut self) {
+        let _ = self.ready.wait_for(|r| *r).await;
+    }
+
+    /// Stops the scheduler and its watches.
+    pub fn stop(&self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for SchedulerHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts the scheduler as a task; it stops when the handle is dropped.
+pub fn start(client: kube::Client, options: SchedulerOptions) -> SchedulerHandle {
+    let (tx, rx) = watch::channel(false);
+    let task = tokio::spawn(run_inner(client, options, Some(tx)));
+    SchedulerHandle { ready: rx, task }
+}
+
+/// Aborts the tasks it holds when dropped, so stopping the loop stops its helpers.
+struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
+async fn run_inner(client: kube::Client, options: SchedulerOptions, ready: Option<watch::Sender<bool>>) {
+    let (input_tx, input_rx) = mpsc::unbounded_channel();
+    let (event_tx, event_rx) = mpsc::channel(10_000);
+    let _helpers = AbortOnDrop(vec![
+        tokio::spawn(forward(Api::<Pod>::all(client.clone()), input_tx.clone(), |e| Input::Pod(Box::new(e)))),
+        tokio::spawn(forward(Api::<Node>::all(client.clone()), input_tx, |e| Input::Node(Box::new(e)))),
+        tokio::spawn(write_events(client.clone(), event_rx, options.max_in_flight_events.max(1))),
+    ]);
+    let mut state = Loop::new(client, options, event_tx);
+    state.ready = ready;
+    state.run(input_rx).await;
+}
+
+async fn forward<K, F>(api: Api<K>, tx: mpsc::UnboundedSender<Input>, wrap: F)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    F: Fn(watcher::Event<K>) -> Input,
+{
+    let mut stream = watcher(api, watcher::Config::default()).boxed();
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(ev) => {
+                if tx.send(wrap(ev)).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "scheduler watch error; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
+struct Loop {
+    client: kube::Client,
+    options: SchedulerOptions,
+    framework: Framework,
+    snapshot: Snapshot,
+    queue: SchedulingQueue,
+    /// Our pending pods.
+    pending: HashMap<PodKey, Arc<Pod>>,
+    /// Pods placed by us whose binding is in flight or not yet observed: node and pod.
+    assumed: HashMap<PodKey, (String, Arc<Pod>)>,
+    in_flight: usize,
+    pods_synced: bool,
+    nodes_synced: bool,
+    pod_relist: Option<HashSet<PodKey>>,
+    node_relist: Option<HashSet<String>>,
+    bind_tx: mpsc::UnboundedSender<BindOutcome>,
+    bind_rx: mpsc::UnboundedReceiver<BindOutcome>,
+    event_tx: mpsc::Sender<EventRequest>,
+    failure_slots: Arc<Semaphore>,
+    ready: Option<watch::Sender<bool>>,
+}
+
+impl Loop {
+    fn new(client: kube::Client, options: SchedulerOptions, event_tx: mpsc::Sender<EventRequest>) -> Loop {
+        let (bind_tx, bind_rx) = mpsc::unbounded_channel();
+        Loop {
+            client,
+            framework: Framework::new(options.framework()),
+            options,
+            snapshot: Snapshot::new(),
+            queue: SchedulingQueue::new(),
+            pending: HashMap::new(),
+            assumed: HashMap::new(),
+            in_flight: 0,
+            pods_synced: false,
+            nodes_synced: false,
+            pod_relist: None,
+            node_relist: None,
+            bind_tx,
+            bind_rx,
+            event_tx,
+            failure_slots: Arc::new(Semaphore::new(16)),
+            ready: None,
+        }
+    }
+
+    async fn run(&mut self, mut inputs: mpsc::UnboundedReceiver<Input>) {
+        let mut since_yield = 0u32;
+        loop {
+            let now = Instant::now();
+            while let Ok(input) = inputs.try_recv() {
+                self.on_input(input, now);
+            }
+            while let Ok(outcome) = self.bind_rx.try_recv() {
+                self.on_bound(outcome, now);
+            }
+            let ready = self.pods_synced && self.nodes_synced;
+            if ready && self.in_flight < self.options.max_in_flight_binds && self.queue.has_ready(now) {
+                if let Some(key) = self.queue.pop(now) {
+                    self.schedule_one(key, now);
+                }
+                since_yield += 1;
+                if since_yield >= 32 {
+                    since_yield = 0;
+                    tokio::task::yield_now().await;
+                }
+                continue;
+            }
+            if ready && let Some(tx) = self.ready.take() {
+                let _ = tx.send(true);
+            }
+            let wake = if ready { self.queue.next_wakeup() } else { None };
+            enum Woken {
+                Input(Option<Input>),
+                Bound(BindOutcome),
+                Timer,
+            }
+            let woken = tokio::select! {
+                input = inputs.recv() => Woken::Input(input),
+                Some(outcome) = self.bind_rx.recv() => Woken::Bound(outcome),
+                _ = sleep_until(wake) => Woken::Timer,
+            };
+            match woken {
+                Woken::Input(Some(input)) => self.on_input(input, Instant::now()),
+                Woken::Input(None) => return,
+                Woken::Bound(outcome) => self.on_bound(outcome, Instant::now()),
+                Woken::Timer => {}
+            }
+        }
+    }
+
+    fn responsible(&self, pod: &Pod) -> bool {
+        let name = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()).filter(|n| !n.is_empty());
+        name.unwrap_or(DEFAULT_SCHEDULER_NAME) == self.options.scheduler_name
+    }
+
+    fn on_input(&mut self, input: Input, now: Instant) {
+        let input = match input {
+            Input::Pod(e) => Either::Pod(*e),
+            Input::Node(e) => Either::Node(*e),
+        };
+        match input {
+            Either::Pod(watcher::Event::Apply(pod)) => self.on_pod(pod, now),
+            Either::Pod(watcher::Event::Delete(pod)) => self.on_pod_deleted(&pod_key(&pod), now),
+            Either::Pod(watcher::Event::Init) => self.pod_relist = Some(HashSet::new()),
+            Either::Pod(watcher::Event::InitApply(pod)) => {
+                if let Some(seen) = self.pod_relist.as_mut() {
+                    seen.insert(pod_key(&pod));
+                }
+                self.on_pod(pod, now);
+            }
+            Either::Pod(watcher::Event::InitDone) => {
+                if let Some(seen) = self.pod_relist.take() {
+                    let gone: Vec<PodKey> = self
+                        .pending
+                        .keys()
+                        .cloned()
+                        .chain(self.snapshot.pods().map(|(_, p)| p.key.clone()))
+                        .filter(|k| !seen.contains(k) && !self.assumed.contains_key(k))
+                        .collect();
+                    for k in gone {
+                        self.on_pod_deleted(&k, now);
+                    }
+                }
+                self.pods_synced = true;
+            }
+            Either::Node(watcher::Event::Apply(node)) => self.on_node(&node, now),
+            Either::Node(watcher::Event::Delete(node)) => {
+                if let Some(name) = node.metadata.name.as_deref() {
+                    self.snapshot.remove_node(name);
+                }
+            }
+            Either::Node(watcher::Event::Init) => self.node_relist = Some(HashSet::new()),
+            Either::Node(watcher::Event::InitApply(node)) => {
+                if let (Some(seen), Some(name)) = (self.node_relist.as_mut(), node.metadata.name.as_deref()) {
+                    seen.insert(name.to_string());
+                }
+                self.on_node(&node, now);
+            }
+            Either::Node(watcher::Event::InitDone) => {
+                if let Some(seen) = self.node_relist.take() {
+                    let gone: Vec<String> =
+                        self.snapshot.nodes().iter().map(|n| n.name.clone()).filter(|n| !seen.contains(n)).collect();
+                    for n in gone {
+                        self.snapshot.remove_node(&n);
+                    }
+                }
+                self.nodes_synced = true;
+            }
+        }
+    }
+
+    fn on_node(&mut self, node: &Node, now: Instant) {
+        match self.snapshot.upsert_node(node) {
+            NodeChange::Added | NodeChange::Relevant => self.queue.cluster_changed(now),
+            NodeChange::Irrelevant => {}
+        }
+    }
+
+    fn on_pod(&mut self, pod: Pod, now: Instant) {
+        let key = pod_key(&pod);
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        let terminal = matches!(phase, Some("Succeeded" | "Failed"));
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
+        if let Some(node) = node {
+            // Assigned (by us or anyone): account it; this also confirms an assumed pod.
+            self.pending.remove(&key);
+            self.queue.remove(&key);
+            self.assumed.remove(&key);
+            if terminal {
+                if self.snapshot.remove_pod(&key).is_some() {
+                    self.queue.cluster_changed(now);
+                }
+            } else {
+                self.snapshot.add_pod(Arc::new(PodInfo::new(&pod, node)));
+            }
+            return;
+        }
+        if self.assumed.contains_key(&key) {
+            // Our binding is in flight or not yet visible; this is an older view of the pod.
+            return;
+        }
+        if pod.metadata.deletion_timestamp.is_some() || terminal || !self.responsible(&pod) {
+            self.pending.remove(&key);
+            self.queue.remove(&key);
+            return;
+        }
+        let priority = pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
+        let pod = Arc::new(pod);
+        match self.pending.insert(key.clone(), pod.clone()) {
+            None => self.queue.add(key, priority),
+            Some(old) => {
+                if old.spec != pod.spec || old.metadata.labels != pod.metadata.labels {
+                    self.queue.update(&key, now);
+                }
+            }
+        }
+    }
+
+    fn on_pod_deleted(&mut self, key: &str, now: Instant) {
+        self.pending.remove(key);
+        self.queue.remove(key);
+        self.assumed.remove(key);
+        if self.snapshot.remove_pod(key).is_some() {
+            self.queue.cluster_changed(now);
+        }
+    }
+
+    fn schedule_one(&mut self, key: PodKey, now: Instant) {
+        let Some(pod) = self.pending.get(&key).cloned() else {
+            self.queue.remove(&key);
+            return;
+        };
+        match self.framework.schedule(&self.snapshot, &pod) {
+            Ok(placement) => {
+                self.snapshot.add_pod(Arc::new(PodInfo::new(&pod, &placement.node)));
+                self.pending.remove(&key);
+                self.assumed.insert(key.clone(), (placement.node.clone(), pod.clone()));
+                self.in_flight += 1;
+                tokio::spawn(bind(self.client.clone(), pod, key, placement.node, self.bind_tx.clone()));
+            }
+            Err(fit) => {
+                tracing::debug!(pod = %key, reason = %fit, "pod is unschedulable");
+                self.queue.unschedulable(key, now);
+                self.report_unschedulable(pod, &fit);
+            }
+        }
+    }
+
+    fn on_bound(&mut self, outcome: BindOutcome, now: Instant) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let BindOutcome { key, pod: bound_pod, node, result } = outcome;
+        match result {
+            Ok(()) => {
+                self.queue.remove(&key);
+                let message = format!("Successfully assigned {key} to {node}");
+                self.emit(bound_pod, "Normal", "Scheduled", "Binding", message);
+            }
+            Err(e) => {
+                let Some((assumed_node, pod)) = self.assumed.remove(&key) else { return };
+                if self.snapshot.pod_node(&key) == Some(assumed_node.as_str()) {
+                    self.snapshot.remove_pod(&key);
+                }
+                let gone_or_taken = matches!(&e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
+                if gone_or_taken {
+                    // Deleted, or bound by someone else: the watch will say which.
+                    self.queue.remove(&key);
+                    return;
+                }
+                tracing::debug!(pod = %key, node = %node, error = %e, "binding failed; will retry");
+                self.emit(pod.clone(), "Warning", "FailedScheduling", "Scheduling", format!("Binding rejected: {e}"));
+                self.pending.insert(key.clone(), pod);
+                self.queue.error(key, now);
+            }
+        }
+    }
+
+    fn emit(&self, pod: Arc<Pod>, type_: &'static str, reason: &'static str, action: &'static str, message: String) {
+        let req = EventRequest { pod, type_, reason, action, message };
+        if self.event_tx.try_send(req).is_err() {
+            tracing::debug!("event queue full; dropping an event");
+        }
+    }
+
+    /// Sets `PodScheduled=False` (reason `Unschedulable`) when it changed, and records a
+    /// `FailedScheduling` event (upstream `handleSchedulingFailure` and `updatePod`).
+    fn report_unschedulable(&self, pod: Arc<Pod>, fit: &FitError) {
+        let message = fit.to_string();
+        self.emit(pod.clone(), "Warning", "FailedScheduling", "Scheduling", message.clone());
+        let conditions = pod.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+        let current = conditions.iter().find(|c| c.type_ == "PodScheduled");
+        let unchanged = current.is_some_and(|c| {
+            c.status == "False" && c.reason.as_deref() == Some("Unschedulable") && c.message.as_deref() == Some(&message)
+        });
+        if unchanged {
+            return;
+        }
+        let mut list: Vec<serde_json::Value> = conditions
+            .iter()
+            .filter(|c| c.type_ != "PodScheduled")
+            .filter_map(|c| serde_json::to_value(c).ok())
+            .collect();
+        list.push(json!({
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": null,
+            "lastTransitionTime": tandem_core::time::now_rfc3339(),
+        }));
+        let patch = json!({"status": {"conditions": list}});
+        let (client, slots) = (self.client.clone(), self.failure_slots.clone());
+        tokio::spawn(async move {
+            let Ok(_permit) = slots.acquire_owned().await else { return };
+            let (Some(ns), Some(name)) = (pod.metadata.namespace.as_deref(), pod.metadata.name.as_deref()) else { return };
+            let api: Api<Pod> = Api::namespaced(client, ns);
+            if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                tracing::debug!(pod = %name, error = %e, "could not set the PodScheduled condition");
+            }
+        });
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// `POST pods/<name>/binding` (upstream `DefaultBinder.Bind`).
+async fn bind(client: kube::Client, pod: Arc<Pod>, key: PodKey, node: String, tx: mpsc::UnboundedSender<BindOutcome>) {
+    let result = async {
+        let pod = &pod;
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let mut metadata = json!({"name": name, "namespace": ns});
+        if let Some(uid) = pod.metadata.uid.as_deref() {
+            metadata["uid"] = json!(uid);
+        }
+        let binding = json!({
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": metadata,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        });
+        let api: Api<Pod> = Api::namespaced(client, ns);
+        api.create_subresource::<_, serde_json::Value>("binding", name, &PostParams::default(), &binding).await.map(|_| ())
+    }
+    .await;
+    let _ = tx.send(BindOutcome { key, pod, node, result });
+}
+
+static EVENT_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Writes events with bounded concurrency.
+async fn write_events(client: kube::Client, mut rx: mpsc::Receiver<EventRequest>, concurrency: usize) {
+    let slots = Arc::new(Semaphore::new(concurrency));
+    while let Some(req) = rx.recv().await {
+        let Ok(permit) = slots.clone().acquire_owned().await else { return };
+        let client = client.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            if let Err(e) = write_event(client, req).await {
+                tracing::debug!(error = %e, "could not record a scheduler event");
+            }
+        });
+    }
+}
+
+async fn write_event(client: kube::Client, req: EventRequest) -> Result<(), kube::Error> {
+    let pod = &req.pod;
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+    let now = tandem_core::time::now_rfc3339();
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let seq = EVENT_SEQ.fetch_add(1, Ordering::Relaxed);
+    let event = json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": format!("{pod_name}.{:x}", stamp.wrapping_add(seq)), "namespace": ns},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "namespace": ns,
+            "name": pod_name,
+            "uid": pod.metadata.uid,
+            "resourceVersion": pod.metadata.resource_version,
+        },
+        "reason": req.reason,
+        "message": req.message,
+        "type": req.type_,
+        "action": req.action,
+        "source": {"component": DEFAULT_SCHEDULER_NAME},
+        "reportingComponent": DEFAULT_SCHEDULER_NAME,
+        "reportingInstance": DEFAULT_SCHEDULER_NAME,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    });
+    let event: Event = serde_json::from_value(event).map_err(kube::Error::SerdeError)?;
+    Api::<Event>::namespaced(client, ns).create(&PostParams::default(), &event).await.map(|_| ())
+}
