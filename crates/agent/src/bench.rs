@@ -102,10 +102,10 @@ pub async fn run_nodes_bench(
         let wc = watcher::Config::default().labels("tandem.dev/bench=nodes");
         let mut s = watcher(watch_api, wc).boxed();
         while let Some(ev) = s.next().await {
-            if let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = ev {
-                if p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
-                    let _ = tx.send((p.metadata.name.unwrap_or_default(), Instant::now()));
-                }
+            if let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = ev
+                && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+            {
+                let _ = tx.send((p.metadata.name.unwrap_or_default(), Instant::now()));
             }
         }
     });
@@ -141,10 +141,10 @@ pub async fn run_nodes_bench(
         let Ok(Some((name, at))) = tokio::time::timeout_at(deadline, rx.recv()).await else {
             break;
         };
-        if seen.insert(name.clone()) {
-            if let Some(t0) = created.lock().await.get(&name) {
-                startup.push(at.saturating_duration_since(*t0));
-            }
+        if seen.insert(name.clone())
+            && let Some(t0) = created.lock().await.get(&name)
+        {
+            startup.push(at.saturating_duration_since(*t0));
         }
     }
     watch.abort();

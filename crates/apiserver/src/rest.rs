@@ -600,7 +600,9 @@ impl State {
             let new = self.decode_typed(ctx, rt, &patched)?;
             ctx.applying = kind == PatchKind::Apply;
             match self.commit_update(ctx, rt, ns, name, new, &old, kv.mod_revision, sub).await {
-                Err(e) if e.code == 409 && e.reason == "Conflict" && meta::resource_version(&patched).is_none() => continue,
+                // A patch without its own resourceVersion precondition is re-applied to the new
+                // state, as upstream's patcher retries on conflict.
+                Err(e) if e.code == 409 && e.reason == "Conflict" && !patch_sets_resource_version(kind, &patch) => continue,
                 other => return other,
             }
         }
@@ -890,6 +892,16 @@ fn apply_error(rt: &ResourceType, name: &str, e: tandem_core::patch::ApplyError)
             422 => ApiError::invalid(rt, name, &[FieldError::invalid("patch", &json!(""), p.to_string())]),
             _ => ApiError::bad_request(p.to_string()),
         },
+    }
+}
+
+/// Whether a patch body states a resourceVersion (an optimistic-concurrency precondition).
+fn patch_sets_resource_version(kind: PatchKind, patch: &Value) -> bool {
+    match kind {
+        PatchKind::Json => patch.as_array().is_some_and(|ops| {
+            ops.iter().any(|op| op.get("path").and_then(Value::as_str) == Some("/metadata/resourceVersion") && op.get("op").and_then(Value::as_str) != Some("test"))
+        }),
+        _ => patch.pointer("/metadata/resourceVersion").is_some_and(|v| !v.is_null()),
     }
 }
 

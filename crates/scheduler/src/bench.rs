@@ -52,6 +52,8 @@ pub struct BenchReport {
     pub bound: usize,
     /// Creating every node.
     pub node_setup: Duration,
+    /// From the first pod create to the last create acknowledged.
+    pub pods_created: Duration,
     /// From the first pod create to the last binding seen.
     pub elapsed: Duration,
     /// Bound pods per second over `elapsed`.
@@ -66,6 +68,7 @@ impl fmt::Display for BenchReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "scheduler bench: {} nodes (half linux, half windows 2019/2022), {} pods", self.nodes, self.pods)?;
         writeln!(f, "  nodes created in {:.2}s", self.node_setup.as_secs_f64())?;
+        writeln!(f, "  pods created in {:.2}s", self.pods_created.as_secs_f64())?;
         writeln!(
             f,
             "  {}/{} pods bound in {:.2}s: {:.0} pods/s (first create to last binding)",
@@ -211,7 +214,11 @@ pub async fn run_bench(client: kube::Client, nodes: usize, pods: usize) -> Resul
     };
     let _ = synced_rx.await;
 
-    let mut scheduler = start(client.clone(), SchedulerOptions::default());
+    let options = SchedulerOptions {
+        record_scheduled_events: std::env::var_os("TANDEM_BENCH_NO_EVENTS").is_none(),
+        ..SchedulerOptions::default()
+    };
+    let mut scheduler = start(client.clone(), options);
     scheduler.ready().await;
 
     let pod_api: Api<Pod> = Api::namespaced(client.clone(), BENCH_NAMESPACE);
@@ -232,6 +239,7 @@ pub async fn run_bench(client: kube::Client, nodes: usize, pods: usize) -> Resul
         .buffer_unordered(128)
         .collect()
         .await;
+    let pods_created = first_create.elapsed();
     let created: HashMap<String, Instant> = created.into_iter().collect::<Result<_, _>>()?;
 
     let deadline = Instant::now() + Duration::from_secs(60) + Duration::from_millis(pods as u64 * 2);
@@ -256,6 +264,7 @@ pub async fn run_bench(client: kube::Client, nodes: usize, pods: usize) -> Resul
         pods,
         bound,
         node_setup,
+        pods_created,
         elapsed,
         pods_per_second: if elapsed.is_zero() { 0.0 } else { bound as f64 / elapsed.as_secs_f64() },
         p50: percentile(&latencies, 0.50),

@@ -43,6 +43,9 @@ pub struct SchedulerOptions {
     /// (as upstream's event broadcaster drops when it cannot keep up).
     pub max_in_flight_events: usize,
     pub tie_break: TieBreak,
+    /// Record `Scheduled` events for successful bindings (upstream always does; turning it off
+    /// halves the writes per pod). `FailedScheduling` events are always recorded.
+    pub record_scheduled_events: bool,
 }
 
 impl Default for SchedulerOptions {
@@ -54,6 +57,7 @@ impl Default for SchedulerOptions {
             max_in_flight_binds: 256,
             max_in_flight_events: 16,
             tie_break: TieBreak::Random,
+            record_scheduled_events: true,
         }
     }
 }
@@ -72,7 +76,8 @@ impl SchedulerOptions {
     }
 }
 
-enum Either {
+/// A watch event, unboxed.
+enum WatchEvent {
     Pod(watcher::Event<Pod>),
     Node(watcher::Event<Node>),
 }
@@ -280,20 +285,20 @@ impl Loop {
 
     fn on_input(&mut self, input: Input, now: Instant) {
         let input = match input {
-            Input::Pod(e) => Either::Pod(*e),
-            Input::Node(e) => Either::Node(*e),
+            Input::Pod(e) => WatchEvent::Pod(*e),
+            Input::Node(e) => WatchEvent::Node(*e),
         };
         match input {
-            Either::Pod(watcher::Event::Apply(pod)) => self.on_pod(pod, now),
-            Either::Pod(watcher::Event::Delete(pod)) => self.on_pod_deleted(&pod_key(&pod), now),
-            Either::Pod(watcher::Event::Init) => self.pod_relist = Some(HashSet::new()),
-            Either::Pod(watcher::Event::InitApply(pod)) => {
+            WatchEvent::Pod(watcher::Event::Apply(pod)) => self.on_pod(pod, now),
+            WatchEvent::Pod(watcher::Event::Delete(pod)) => self.on_pod_deleted(&pod_key(&pod), now),
+            WatchEvent::Pod(watcher::Event::Init) => self.pod_relist = Some(HashSet::new()),
+            WatchEvent::Pod(watcher::Event::InitApply(pod)) => {
                 if let Some(seen) = self.pod_relist.as_mut() {
                     seen.insert(pod_key(&pod));
                 }
                 self.on_pod(pod, now);
             }
-            Either::Pod(watcher::Event::InitDone) => {
+            WatchEvent::Pod(watcher::Event::InitDone) => {
                 if let Some(seen) = self.pod_relist.take() {
                     let gone: Vec<PodKey> = self
                         .pending
@@ -308,20 +313,20 @@ impl Loop {
                 }
                 self.pods_synced = true;
             }
-            Either::Node(watcher::Event::Apply(node)) => self.on_node(&node, now),
-            Either::Node(watcher::Event::Delete(node)) => {
+            WatchEvent::Node(watcher::Event::Apply(node)) => self.on_node(&node, now),
+            WatchEvent::Node(watcher::Event::Delete(node)) => {
                 if let Some(name) = node.metadata.name.as_deref() {
                     self.snapshot.remove_node(name);
                 }
             }
-            Either::Node(watcher::Event::Init) => self.node_relist = Some(HashSet::new()),
-            Either::Node(watcher::Event::InitApply(node)) => {
+            WatchEvent::Node(watcher::Event::Init) => self.node_relist = Some(HashSet::new()),
+            WatchEvent::Node(watcher::Event::InitApply(node)) => {
                 if let (Some(seen), Some(name)) = (self.node_relist.as_mut(), node.metadata.name.as_deref()) {
                     seen.insert(name.to_string());
                 }
                 self.on_node(&node, now);
             }
-            Either::Node(watcher::Event::InitDone) => {
+            WatchEvent::Node(watcher::Event::InitDone) => {
                 if let Some(seen) = self.node_relist.take() {
                     let gone: Vec<String> =
                         self.snapshot.nodes().iter().map(|n| n.name.clone()).filter(|n| !seen.contains(n)).collect();
@@ -417,8 +422,10 @@ impl Loop {
         match result {
             Ok(()) => {
                 self.queue.remove(&key);
-                let message = format!("Successfully assigned {key} to {node}");
-                self.emit(bound_pod, "Normal", "Scheduled", "Binding", message);
+                if self.options.record_scheduled_events {
+                    let message = format!("Successfully assigned {key} to {node}");
+                    self.emit(bound_pod, "Normal", "Scheduled", "Binding", message);
+                }
             }
             Err(e) => {
                 let Some((assumed_node, pod)) = self.assumed.remove(&key) else { return };

@@ -58,7 +58,7 @@ fn pod(name: &str) -> anyhow::Result<Pod> {
 
 async fn api(b: ApiBench) -> anyhow::Result<()> {
     let dir = tempfile::tempdir().context("cannot create a temp dir")?;
-    let args = ServerArgs { data_dir: dir.path().to_path_buf(), port: 0, bind_address: "127.0.0.1".parse()?, kubeconfig: None };
+    let args = ServerArgs { data_dir: dir.path().to_path_buf(), port: 0, bind_address: "127.0.0.1".parse()?, kubeconfig: None, allow_privileged: true, upstream_os_placement: false };
     let (server, _store) = crate::cluster::start(&args).await?;
     let kubeconfig = kube::config::Kubeconfig::read_from(args.data_dir.join("kubeconfig"))?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;

@@ -1,9 +1,13 @@
-//! Starting the control plane (and, for `up`, everything else) and stopping it cleanly.
+//! Starting the control plane (API server, controllers, scheduler), the node agents, and stopping
+//! cleanly.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use tandem_apiserver::{ApiServer, Config};
+use clap::Args;
+use tandem_agent::NodeConfig;
+use tandem_apiserver::{ApiServer, Config, Options};
 use tandem_store::Store;
 use tandem_store::sqlite::{SqliteOptions, SqliteStore};
 
@@ -16,34 +20,137 @@ pub async fn start(args: &ServerArgs) -> anyhow::Result<(ApiServer, Arc<SqliteSt
     let store = Arc::new(SqliteStore::open(&db, SqliteOptions::default()).with_context(|| format!("cannot open the store {}", db.display()))?);
     let dyn_store: Arc<dyn Store> = store.clone();
     let config = Config { data_dir: args.data_dir.clone(), bind: args.bind(), kubeconfig: Some(args.kubeconfig_path()) };
-    let server = ApiServer::start(config, dyn_store).await.context("cannot start the API server")?;
+    let options = Options { allow_privileged: args.allow_privileged, ..Options::default() };
+    let server = ApiServer::start_with_options(config, dyn_store, options).await.context("cannot start the API server")?;
     Ok((server, store))
 }
 
-/// A kube-rs client with the admin credentials of `server`, for the in-process controllers.
-pub async fn admin_client(args: &ServerArgs) -> anyhow::Result<kube::Client> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(args.kubeconfig_path()).context("cannot read the admin kubeconfig")?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.context("invalid admin kubeconfig")?;
+/// A kube-rs client from a kubeconfig file.
+pub async fn client_from(path: &std::path::Path) -> anyhow::Result<kube::Client> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.context("invalid kubeconfig")?;
     kube::Client::try_from(config).context("cannot build the API client")
 }
 
-/// Runs until Ctrl-C or SIGTERM.
-pub async fn run(args: ServerArgs, whole_cluster: bool) -> anyhow::Result<()> {
+/// Runs the control plane — and, for `tandem up` (`nodes` is `Some`), the node agents — until
+/// Ctrl-C or SIGTERM.
+pub async fn run(args: ServerArgs, nodes: Option<Option<String>>) -> anyhow::Result<()> {
+    let node_configs = match &nodes {
+        None => Vec::new(),
+        Some(None) => tandem_agent::default_nodes(),
+        Some(Some(spec)) => tandem_agent::parse_nodes_spec(spec).context("invalid --nodes")?,
+    };
     let (server, _store) = start(&args).await?;
-    let client = admin_client(&args).await?;
-    tandem_controllers::start_all(client, server.state.registry.clone());
     let kubeconfig = args.kubeconfig_path();
+    let client = client_from(&kubeconfig).await?;
+    tandem_controllers::start_all(client.clone(), server.state.registry.clone());
+    let sched = tandem_scheduler::SchedulerOptions { upstream_os_placement: args.upstream_os_placement, ..Default::default() };
+    tokio::spawn(tandem_scheduler::run(client.clone(), sched));
+
     println!("tandem API server listening on https://{}", server.local_addr);
     println!("  data dir:   {}", args.data_dir.display());
     println!("  kubeconfig: {}", kubeconfig.display());
-    if whole_cluster {
-        println!("  nodes:      none yet — the node agent (Linux CRI and emulated Windows nodes) is not built yet; pods stay Pending");
+    println!("  control plane: API server, scheduler, controllers (garbage collector, namespaces, service accounts,");
+    println!("                 ReplicaSet, ReplicationController, Deployment, DaemonSet, Job, EndpointSlice)");
+    if !node_configs.is_empty() {
+        println!("  nodes:");
+        for mut node in node_configs {
+            node.state_dir = Some(args.data_dir.join("nodes").join(&node.name));
+            let build = node.windows_build.map(|b| format!(" build {b}")).unwrap_or_default();
+            println!("    {:<18} {}{} — emulated runtime (no processes run; containerd-backed Linux pods are not built yet)", node.name, node.os.as_str(), build);
+            let client = client.clone();
+            tokio::spawn(async move {
+                let name = node.name.clone();
+                if let Err(e) = tandem_agent::run(client, node).await {
+                    tracing::error!(node = %name, error = %e, "node agent stopped");
+                }
+            });
+        }
     }
     println!();
-    println!("Use it with:  kubectl --kubeconfig {} get namespaces", kubeconfig.display());
+    println!("Use it with:  kubectl --kubeconfig {} get nodes -o wide", kubeconfig.display());
     wait_for_shutdown().await;
     println!("tandem: shutting down");
     drop(server);
+    Ok(())
+}
+
+/// Flags of `tandem agent`, named as the kubelet's.
+#[derive(Args, Clone, Debug)]
+pub struct AgentArgs {
+    /// Kubeconfig with credentials for the API server to join.
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+    /// The node's name.
+    #[arg(long)]
+    pub hostname_override: String,
+    /// `linux` or `windows`.
+    #[arg(long, default_value = "linux")]
+    pub os: String,
+    /// Windows build for a Windows node (`10.0.17763`, `10.0.20348`, `10.0.26100`).
+    #[arg(long)]
+    pub windows_build: Option<String>,
+    /// Extra node labels, `key=value,…`.
+    #[arg(long)]
+    pub node_labels: Option<String>,
+    /// Taints to register with, `key=value:Effect,…` (e.g. `os=windows:NoSchedule`).
+    #[arg(long)]
+    pub register_with_taints: Option<String>,
+    /// Resources reserved for Kubernetes daemons, `cpu=100m,memory=500Mi`.
+    #[arg(long)]
+    pub kube_reserved: Option<String>,
+    /// Resources reserved for the OS, `cpu=100m,memory=500Mi`.
+    #[arg(long)]
+    pub system_reserved: Option<String>,
+    /// Hard eviction thresholds, `memory.available<500Mi,nodefs.available<10%`.
+    #[arg(long)]
+    pub eviction_hard: Option<String>,
+    /// Windows process priority class for the agent (one of the six Windows names).
+    #[arg(long)]
+    pub windows_priorityclass: Option<String>,
+    /// Where the emulated runtime keeps its state across restarts.
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+}
+
+/// Runs one node agent until Ctrl-C or SIGTERM.
+pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
+    let mut node = match args.os.as_str() {
+        "linux" => NodeConfig::linux(&args.hostname_override),
+        "windows" => {
+            let build = args.windows_build.as_deref().unwrap_or("10.0.20348");
+            let build = tandem_agent::WindowsBuild::parse(build).with_context(|| format!("invalid --windows-build {build:?}"))?;
+            NodeConfig::windows(&args.hostname_override, build)
+        }
+        other => anyhow::bail!("--os must be linux or windows, not {other:?}"),
+    };
+    if let Some(l) = &args.node_labels {
+        node.labels.extend(tandem_agent::config::parse_labels(l)?);
+    }
+    if let Some(t) = &args.register_with_taints {
+        node.taints = tandem_agent::config::parse_taints(t)?;
+    }
+    if let Some(r) = &args.kube_reserved {
+        node.kube_reserved = tandem_agent::Resources::parse_reservation(r)?;
+    }
+    if let Some(r) = &args.system_reserved {
+        node.system_reserved = tandem_agent::Resources::parse_reservation(r)?;
+    }
+    if let Some(e) = &args.eviction_hard {
+        node.eviction_hard = tandem_agent::config::parse_eviction_hard(e)?;
+    }
+    if let Some(p) = &args.windows_priorityclass {
+        tandem_agent::validate_windows_priority_class(p)?;
+        node.windows_priorityclass = Some(p.clone());
+    }
+    node.state_dir = args.state_dir.clone();
+    node.validate()?;
+    let client = client_from(&args.kubeconfig).await?;
+    println!("tandem agent: node {} ({}) — emulated runtime: no processes run", node.name, node.os.as_str());
+    tokio::select! {
+        r = tandem_agent::run(client, node) => r.context("node agent failed")?,
+        _ = wait_for_shutdown() => println!("tandem agent: shutting down"),
+    }
     Ok(())
 }
 

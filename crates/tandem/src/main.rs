@@ -26,8 +26,10 @@ struct Cli {
 enum Command {
     /// Runs the control plane: the API server on its embedded store.
     Server(ServerArgs),
-    /// Runs the whole cluster in one process, in the foreground.
-    Up(ServerArgs),
+    /// Runs the whole cluster in one process, in the foreground: control plane and node agents.
+    Up(UpArgs),
+    /// Runs one node agent that joins a server.
+    Agent(cluster::AgentArgs),
     /// Runs benchmarks and prints their figures.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -48,6 +50,25 @@ pub struct ServerArgs {
     /// Where to write the admin kubeconfig (default: <data-dir>/kubeconfig).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// Allow privileged (and so Windows HostProcess) pods, as upstream's --allow-privileged.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub allow_privileged: bool,
+    /// Schedule exactly as upstream kube-scheduler does, without tandem's OS placement and
+    /// Windows build compatibility.
+    #[arg(long)]
+    pub upstream_os_placement: bool,
+}
+
+/// Flags of `tandem up`.
+#[derive(Args, Clone, Debug)]
+pub struct UpArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Nodes to run, e.g. `linux=3,windows-2019=2,windows-2022=4` (kinds: linux, windows-2019,
+    /// windows-2022, windows-2025). Default: one Linux, one Windows Server 2019 and one Windows
+    /// Server 2022 node.
+    #[arg(long)]
+    pub nodes: Option<String>,
 }
 
 impl ServerArgs {
@@ -68,8 +89,9 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     runtime.block_on(async move {
         match cli.command {
-            Command::Server(args) => cluster::run(args, false).await,
-            Command::Up(args) => cluster::run(args, true).await,
+            Command::Server(args) => cluster::run(args, None).await,
+            Command::Up(args) => cluster::run(args.server, Some(args.nodes)).await,
+            Command::Agent(args) => cluster::run_agent(args).await,
             Command::Bench(cmd) => bench::run(cmd).await,
         }
     })
