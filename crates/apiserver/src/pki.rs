@@ -304,6 +304,7 @@ fn der_skip(input: &[u8]) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustls::pki_types::pem::PemObject;
 
     #[test]
     fn generated_admin_certificate_identifies_admin_in_system_masters() {

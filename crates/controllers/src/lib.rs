@@ -2,18 +2,24 @@
 //! as upstream's kube-controller-manager runs them, so they work in-process (`tandem up`/`server`)
 //! or in a separate process against any tandem or Kubernetes API server.
 
+pub mod clock;
+pub mod cron_schedule;
 pub mod controller_utils;
 pub mod daemonset;
 pub mod deployment;
 pub mod dynamic;
 pub mod endpointslice;
+pub mod events;
 pub mod garbage_collector;
 pub mod informer;
 pub mod job;
 pub mod namespace;
+pub mod node_ipam;
+pub mod node_lifecycle;
 pub mod replicaset;
 pub mod replication_controller;
 pub mod serviceaccount;
+pub mod statefulset;
 pub mod workqueue;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -31,8 +37,20 @@ pub fn start_all(client: kube::Client, registry: Registry) {
     tokio::spawn(replicaset::run(client.clone(), pods.clone(), replicasets.clone()));
     tokio::spawn(deployment::run(client.clone(), pods.clone(), replicasets));
     let nodes = informer::Informer::<Node>::start(client.clone());
-    tokio::spawn(daemonset::run(client.clone(), pods.clone(), nodes));
+    tokio::spawn(daemonset::run(client.clone(), pods.clone(), nodes.clone()));
+    tokio::spawn(node_lifecycle::run(
+        client.clone(),
+        pods.clone(),
+        nodes.clone(),
+        node_lifecycle::NodeLifecycleOptions::default(),
+    ));
+    tokio::spawn(node_ipam::run(
+        client.clone(),
+        nodes.clone(),
+        node_ipam::NodeIpamOptions::default(),
+    ));
     tokio::spawn(job::run(client.clone(), pods.clone()));
+    tokio::spawn(statefulset::run(client.clone(), pods.clone()));
     tokio::spawn(replication_controller::run(client.clone(), pods.clone()));
     tokio::spawn(endpointslice::run(client, pods));
 }

@@ -12,7 +12,11 @@ use tandem_store::sqlite::{SqliteOptions, SqliteStore};
 fn arg(name: &str, default: usize) -> Result<usize> {
     let args: Vec<String> = std::env::args().collect();
     match args.iter().position(|a| a == name) {
-        Some(i) => args.get(i + 1).context("missing value")?.parse().with_context(|| format!("bad {name}")),
+        Some(i) => args
+            .get(i + 1)
+            .context("missing value")?
+            .parse()
+            .with_context(|| format!("bad {name}")),
         None => Ok(default),
     }
 }
@@ -22,12 +26,23 @@ async fn main() -> Result<()> {
     let nodes = arg("--nodes", 5000)?;
     let pods = arg("--pods", 10000)?;
     let dir = tempfile::tempdir()?;
-    let store = Arc::new(SqliteStore::open(&dir.path().join("state.db"), SqliteOptions::default())?);
+    let store = Arc::new(SqliteStore::open(
+        &dir.path().join("state.db"),
+        SqliteOptions::default(),
+    )?);
     let kubeconfig = dir.path().join("kubeconfig");
-    let config = Config { data_dir: dir.path().to_path_buf(), bind: "127.0.0.1:0".parse()?, kubeconfig: Some(kubeconfig.clone()) };
-    let _server = ApiServer::start(config, store).await.context("start server")?;
+    let config = Config {
+        data_dir: dir.path().to_path_buf(),
+        bind: "127.0.0.1:0".parse()?,
+        kubeconfig: Some(kubeconfig.clone()),
+    };
+    let _server = ApiServer::start(config, store)
+        .await
+        .context("start server")?;
     let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await?;
     let client = kube::Client::try_from(config)?;
     let report = tandem_scheduler::run_bench(client, nodes, pods).await?;
     println!("{report}");

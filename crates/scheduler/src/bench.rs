@@ -66,9 +66,21 @@ pub struct BenchReport {
 
 impl fmt::Display for BenchReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "scheduler bench: {} nodes (half linux, half windows 2019/2022), {} pods", self.nodes, self.pods)?;
-        writeln!(f, "  nodes created in {:.2}s", self.node_setup.as_secs_f64())?;
-        writeln!(f, "  pods created in {:.2}s", self.pods_created.as_secs_f64())?;
+        writeln!(
+            f,
+            "scheduler bench: {} nodes (half linux, half windows 2019/2022), {} pods",
+            self.nodes, self.pods
+        )?;
+        writeln!(
+            f,
+            "  nodes created in {:.2}s",
+            self.node_setup.as_secs_f64()
+        )?;
+        writeln!(
+            f,
+            "  pods created in {:.2}s",
+            self.pods_created.as_secs_f64()
+        )?;
         writeln!(
             f,
             "  {}/{} pods bound in {:.2}s: {:.0} pods/s (first create to last binding)",
@@ -92,14 +104,23 @@ fn node_json(i: usize) -> serde_json::Value {
     let (os, build, taints) = if i.is_multiple_of(2) {
         ("linux", None, json!([]))
     } else {
-        let build = if (i / 2).is_multiple_of(2) { "10.0.17763" } else { "10.0.20348" };
-        ("windows", Some(build), json!([{"key": "os", "value": "windows", "effect": "NoSchedule"}]))
+        let build = if (i / 2).is_multiple_of(2) {
+            "10.0.17763"
+        } else {
+            "10.0.20348"
+        };
+        (
+            "windows",
+            Some(build),
+            json!([{"key": "os", "value": "windows", "effect": "NoSchedule"}]),
+        )
     };
     let mut labels = json!({"kubernetes.io/os": os, "kubernetes.io/arch": "amd64", "kubernetes.io/hostname": name, "type": "emulated"});
     if let Some(b) = build {
         labels["node.kubernetes.io/windows-build"] = json!(b);
     }
-    let resources = json!({"cpu": "4", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"});
+    let resources =
+        json!({"cpu": "4", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"});
     json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -119,8 +140,16 @@ fn node_json(i: usize) -> serde_json::Value {
 fn pod_json(i: usize) -> serde_json::Value {
     let (selector, image, tolerations) = match i % 4 {
         0 | 1 => ("linux", "registry.k8s.io/pause:3.10", json!([])),
-        2 => ("windows", "mcr.microsoft.com/windows/servercore:ltsc2019", json!([{"key": "os", "operator": "Equal", "value": "windows", "effect": "NoSchedule"}])),
-        _ => ("windows", "mcr.microsoft.com/windows/servercore:ltsc2022", json!([{"key": "os", "operator": "Equal", "value": "windows", "effect": "NoSchedule"}])),
+        2 => (
+            "windows",
+            "mcr.microsoft.com/windows/servercore:ltsc2019",
+            json!([{"key": "os", "operator": "Equal", "value": "windows", "effect": "NoSchedule"}]),
+        ),
+        _ => (
+            "windows",
+            "mcr.microsoft.com/windows/servercore:ltsc2022",
+            json!([{"key": "os", "operator": "Equal", "value": "windows", "effect": "NoSchedule"}]),
+        ),
     };
     json!({
         "apiVersion": "v1",
@@ -145,10 +174,19 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// Creates `nodes` emulated nodes, starts a scheduler, creates `pods` pods as fast as the API
 /// takes them, and reports how fast they were bound. Run it against a fresh cluster: it leaves its
 /// nodes and pods behind, and its own scheduler would compete with another one.
-pub async fn run_bench(client: kube::Client, nodes: usize, pods: usize) -> Result<BenchReport, BenchError> {
-    let ns: Namespace = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": BENCH_NAMESPACE}}))
-        .map_err(BenchError::Fixture)?;
-    match Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await {
+pub async fn run_bench(
+    client: kube::Client,
+    nodes: usize,
+    pods: usize,
+) -> Result<BenchReport, BenchError> {
+    let ns: Namespace = serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": BENCH_NAMESPACE}}),
+    )
+    .map_err(BenchError::Fixture)?;
+    match Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+    {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 409 => {}
         Err(e) => return Err(BenchError::Namespace(e)),
@@ -169,11 +207,19 @@ pub async fn run_bench(client: kube::Client, nodes: usize, pods: usize) -> Resul
                     Err(source) => return Err(BenchError::Node { name, source }),
                 };
                 // Some servers drop status on create, as upstream does for most kinds.
-                if created.is_some_and(|n| n.status.as_ref().and_then(|s| s.allocatable.as_ref()).is_none()) {
+                if created.is_some_and(|n| {
+                    n.status
+                        .as_ref()
+                        .and_then(|s| s.allocatable.as_ref())
+                        .is_none()
+                }) {
                     let patch = json!({"status": v["status"]});
                     api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
                         .await
-                        .map_err(|source| BenchError::Node { name: name.clone(), source })?;
+                        .map_err(|source| BenchError::Node {
+                            name: name.clone(),
+                            source,
+                        })?;
                 }
                 Ok(())
             }
@@ -204,10 +250,18 @@ pub async fn run_bench(client: kube::Client, nodes: usize, pods: usize) -> Resul
                     }
                     _ => continue,
                 };
-                if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty())
+                if pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .is_some_and(|n| !n.is_empty())
                     && let Some(name) = pod.metadata.name
                 {
-                    bound_at.lock().await.entry(name).or_insert_with(Instant::now);
+                    bound_at
+                        .lock()
+                        .await
+                        .entry(name)
+                        .or_insert_with(Instant::now);
                 }
             }
         })
@@ -242,7 +296,8 @@ pub async fn run_bench(client: kube::Client, nodes: usize, pods: usize) -> Resul
     let pods_created = first_create.elapsed();
     let created: HashMap<String, Instant> = created.into_iter().collect::<Result<_, _>>()?;
 
-    let deadline = Instant::now() + Duration::from_secs(60) + Duration::from_millis(pods as u64 * 2);
+    let deadline =
+        Instant::now() + Duration::from_secs(60) + Duration::from_millis(pods as u64 * 2);
     loop {
         if bound_at.lock().await.len() >= pods || Instant::now() >= deadline {
             break;
@@ -253,8 +308,14 @@ pub async fn run_bench(client: kube::Client, nodes: usize, pods: usize) -> Resul
     scheduler.stop();
 
     let bound_at = bound_at.lock().await;
-    let mut latencies: Vec<Duration> =
-        created.iter().filter_map(|(name, sent)| bound_at.get(name).map(|b| b.saturating_duration_since(*sent))).collect();
+    let mut latencies: Vec<Duration> = created
+        .iter()
+        .filter_map(|(name, sent)| {
+            bound_at
+                .get(name)
+                .map(|b| b.saturating_duration_since(*sent))
+        })
+        .collect();
     latencies.sort();
     let last_bind = bound_at.values().max().copied().unwrap_or(first_create);
     let elapsed = last_bind.saturating_duration_since(first_create);
@@ -266,7 +327,11 @@ pub async fn run_bench(client: kube::Client, nodes: usize, pods: usize) -> Resul
         node_setup,
         pods_created,
         elapsed,
-        pods_per_second: if elapsed.is_zero() { 0.0 } else { bound as f64 / elapsed.as_secs_f64() },
+        pods_per_second: if elapsed.is_zero() {
+            0.0
+        } else {
+            bound as f64 / elapsed.as_secs_f64()
+        },
         p50: percentile(&latencies, 0.50),
         p99: percentile(&latencies, 0.99),
         max: latencies.last().copied().unwrap_or_default(),

@@ -17,8 +17,8 @@ use crate::plugins::node_affinity::NodeAffinity;
 use crate::plugins::node_ports::HostPort;
 use crate::plugins::node_resources::Insufficient;
 use crate::plugins::{
-    image_locality, inter_pod_affinity, node_affinity, node_name, node_ports, node_resources, node_unschedulable,
-    os_placement, pod_topology_spread, selector_spread, taint_toleration,
+    image_locality, inter_pod_affinity, node_affinity, node_name, node_ports, node_resources,
+    node_unschedulable, os_placement, pod_topology_spread, selector_spread, taint_toleration,
 };
 use crate::resources::{Resources, pod_non_zero_requests, pod_requests};
 use crate::snapshot::{NodeInfo, Snapshot, controller_uid};
@@ -68,9 +68,12 @@ impl Rejection {
     pub fn reasons(&self, cs: &CycleState<'_>, node: &NodeInfo) -> Vec<String> {
         match self {
             Rejection::Reason(r, _) => vec![(*r).to_string()],
-            Rejection::UntoleratedTaint(i) => {
-                node.taints.get(*i).map(taint_toleration::reason).into_iter().collect()
-            }
+            Rejection::UntoleratedTaint(i) => node
+                .taints
+                .get(*i)
+                .map(taint_toleration::reason)
+                .into_iter()
+                .collect(),
             Rejection::WrongOs => vec![os_placement::os_reason(cs, node)],
             Rejection::WrongBuild(i) => vec![os_placement::build_reason(cs, node, *i)],
             Rejection::Insufficient(ins) => ins.reasons(),
@@ -116,7 +119,11 @@ impl<'a> CycleState<'a> {
                     .iter()
                     .flatten()
                     .chain(&s.containers)
-                    .filter_map(|c| c.image.as_deref().map(image_locality::normalized_image_name))
+                    .filter_map(|c| {
+                        c.image
+                            .as_deref()
+                            .map(image_locality::normalized_image_name)
+                    })
                     .collect()
             })
             .unwrap_or_default();
@@ -125,17 +132,29 @@ impl<'a> CycleState<'a> {
             namespace,
             labels,
             node_name: spec.and_then(|s| s.node_name.as_deref()),
-            tolerations: spec.and_then(|s| s.tolerations.as_deref()).unwrap_or_default(),
+            tolerations: spec
+                .and_then(|s| s.tolerations.as_deref())
+                .unwrap_or_default(),
             requests: pod_requests(pod),
             non_zero: pod_non_zero_requests(pod),
             host_ports: node_ports::host_ports(pod),
             os,
             os_source,
-            image_builds: if os_placement { os::pod_image_builds(pod) } else { Vec::new() },
+            image_builds: if os_placement {
+                os::pod_image_builds(pod)
+            } else {
+                Vec::new()
+            },
             images,
             owner: controller_uid(pod),
             inter_pod: inter_pod_affinity::pre_filter(pod, namespace, labels, snapshot),
-            spread: pod_topology_spread::pre_filter(pod, namespace, labels, &node_affinity, snapshot),
+            spread: pod_topology_spread::pre_filter(
+                pod,
+                namespace,
+                labels,
+                &node_affinity,
+                snapshot,
+            ),
             node_affinity,
         }
     }
@@ -143,7 +162,11 @@ impl<'a> CycleState<'a> {
 
 /// Runs the filters in order, cheapest and most selective first; the first rejection wins (as
 /// upstream's `RunFilterPlugins`).
-pub fn run_filters(cs: &CycleState<'_>, node: &NodeInfo, os_placement: bool) -> Result<(), Rejection> {
+pub fn run_filters(
+    cs: &CycleState<'_>,
+    node: &NodeInfo,
+    os_placement: bool,
+) -> Result<(), Rejection> {
     if os_placement {
         os_placement::filter_os(cs, node)?;
         if !cs.image_builds.is_empty() {
@@ -180,7 +203,11 @@ pub struct FitError {
 }
 
 fn histogram(counts: impl IntoIterator<Item = (String, usize)>) -> String {
-    let mut parts: Vec<String> = counts.into_iter().filter(|(_, n)| *n > 0).map(|(r, n)| format!("{n} {r}")).collect();
+    let mut parts: Vec<String> = counts
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(r, n)| format!("{n} {r}"))
+        .collect();
     // Upstream sorts the formatted "<count> <reason>" strings, count included.
     parts.sort();
     parts.join(", ")
@@ -193,13 +220,23 @@ impl fmt::Display for FitError {
             return f.write_str("no nodes available to schedule pods");
         }
         let n = self.num_all_nodes;
-        write!(f, "0/{n} nodes are available: {}.", histogram(self.reasons.iter().map(|(r, c)| (r.clone(), *c))))?;
+        write!(
+            f,
+            "0/{n} nodes are available: {}.",
+            histogram(self.reasons.iter().map(|(r, c)| (r.clone(), *c)))
+        )?;
         if self.preemption_never {
             return f.write_str(" preemption: not eligible due to preemptionPolicy=Never.");
         }
         let pre = histogram([
-            ("Preemption is not helpful for scheduling".to_string(), self.unresolvable_nodes),
-            ("No preemption victims found for incoming pod".to_string(), self.resolvable_nodes),
+            (
+                "Preemption is not helpful for scheduling".to_string(),
+                self.unresolvable_nodes,
+            ),
+            (
+                "No preemption victims found for incoming pod".to_string(),
+                self.resolvable_nodes,
+            ),
         ]);
         write!(f, " preemption: 0/{n} nodes are available: {pre}.")
     }
@@ -232,7 +269,12 @@ pub struct FrameworkOptions {
 
 impl Default for FrameworkOptions {
     fn default() -> Self {
-        FrameworkOptions { os_placement: true, percentage_of_nodes_to_score: None, tie_break: TieBreak::Random, seed: 0x9e37_79b9_7f4a_7c15 }
+        FrameworkOptions {
+            os_placement: true,
+            percentage_of_nodes_to_score: None,
+            tie_break: TieBreak::Random,
+            seed: 0x9e37_79b9_7f4a_7c15,
+        }
     }
 }
 
@@ -268,7 +310,13 @@ impl Framework {
     /// A framework with `options`.
     pub fn new(options: FrameworkOptions) -> Framework {
         let rng = options.seed | 1;
-        Framework { options, next_start: 0, rng, failed: Vec::new(), feasible: Vec::new() }
+        Framework {
+            options,
+            next_start: 0,
+            rng,
+            failed: Vec::new(),
+            feasible: Vec::new(),
+        }
     }
 
     /// The options.
@@ -284,7 +332,10 @@ impl Framework {
             Some(p) => p as usize,
             None => 50usize.saturating_sub(all / 125).max(MIN_PERCENTAGE),
         };
-        if all < MIN_FEASIBLE || pct >= 100 || pct == 0 && self.options.percentage_of_nodes_to_score.is_some() {
+        if all < MIN_FEASIBLE
+            || pct >= 100
+            || pct == 0 && self.options.percentage_of_nodes_to_score.is_some()
+        {
             return all;
         }
         (all * pct / 100).max(MIN_FEASIBLE)
@@ -303,9 +354,16 @@ impl Framework {
     /// Finds the best node for `pod` in `snapshot`.
     pub fn schedule(&mut self, snapshot: &Snapshot, pod: &Pod) -> Result<Placement, FitError> {
         let nodes = snapshot.nodes();
-        let preemption_never = pod.spec.as_ref().and_then(|s| s.preemption_policy.as_deref()) == Some("Never");
+        let preemption_never = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.preemption_policy.as_deref())
+            == Some("Never");
         if nodes.is_empty() {
-            return Err(FitError { preemption_never, ..FitError::default() });
+            return Err(FitError {
+                preemption_never,
+                ..FitError::default()
+            });
         }
         let os_placement = self.options.os_placement;
         let cs = CycleState::new(pod, snapshot, os_placement);
@@ -330,7 +388,11 @@ impl Framework {
         }
         self.next_start = (start + processed) % n;
         if self.feasible.is_empty() {
-            let mut err = FitError { num_all_nodes: n, preemption_never, ..FitError::default() };
+            let mut err = FitError {
+                num_all_nodes: n,
+                preemption_never,
+                ..FitError::default()
+            };
             for (i, r) in &self.failed {
                 for reason in r.reasons(&cs, &nodes[*i]) {
                     *err.reasons.entry(reason).or_insert(0) += 1;
@@ -343,8 +405,16 @@ impl Framework {
             return Err(err);
         }
         let feasible = std::mem::take(&mut self.feasible);
-        let best = if feasible.len() == 1 { feasible[0] } else { self.select(&cs, snapshot, &feasible) };
-        let placement = Placement { node: nodes[best].name.clone(), evaluated_nodes: processed, feasible_nodes: feasible.len() };
+        let best = if feasible.len() == 1 {
+            feasible[0]
+        } else {
+            self.select(&cs, snapshot, &feasible)
+        };
+        let placement = Placement {
+            node: nodes[best].name.clone(),
+            evaluated_nodes: processed,
+            feasible_nodes: feasible.len(),
+        };
         self.feasible = feasible;
         Ok(placement)
     }
@@ -401,20 +471,38 @@ pub fn score_nodes(cs: &CycleState<'_>, snapshot: &Snapshot, feasible: &[usize])
             *t += s * weight;
         }
     };
-    let mut raw: Vec<i64> = feasible.iter().map(|&i| taint_toleration::score(cs, &nodes[i])).collect();
+    let mut raw: Vec<i64> = feasible
+        .iter()
+        .map(|&i| taint_toleration::score(cs, &nodes[i]))
+        .collect();
     add(&mut raw, WEIGHT_TAINT, Some(true));
     if !cs.node_affinity.preferred.is_empty() {
-        let mut raw: Vec<i64> = feasible.iter().map(|&i| node_affinity::score(cs, &nodes[i])).collect();
+        let mut raw: Vec<i64> = feasible
+            .iter()
+            .map(|&i| node_affinity::score(cs, &nodes[i]))
+            .collect();
         add(&mut raw, WEIGHT_NODE_AFFINITY, Some(false));
     }
-    let mut raw: Vec<i64> = feasible.iter().map(|&i| node_resources::least_allocated(cs, &nodes[i])).collect();
+    let mut raw: Vec<i64> = feasible
+        .iter()
+        .map(|&i| node_resources::least_allocated(cs, &nodes[i]))
+        .collect();
     add(&mut raw, WEIGHT_LEAST_ALLOCATED, None);
-    let mut raw: Vec<i64> = feasible.iter().map(|&i| node_resources::balanced_allocation(cs, &nodes[i])).collect();
+    let mut raw: Vec<i64> = feasible
+        .iter()
+        .map(|&i| node_resources::balanced_allocation(cs, &nodes[i]))
+        .collect();
     add(&mut raw, WEIGHT_BALANCED, None);
-    let mut raw: Vec<i64> = feasible.iter().map(|&i| image_locality::score(cs, &nodes[i], snapshot)).collect();
+    let mut raw: Vec<i64> = feasible
+        .iter()
+        .map(|&i| image_locality::score(cs, &nodes[i], snapshot))
+        .collect();
     add(&mut raw, WEIGHT_IMAGE, None);
     if cs.owner.is_some() {
-        let mut raw: Vec<i64> = feasible.iter().map(|&i| selector_spread::score(cs, &nodes[i])).collect();
+        let mut raw: Vec<i64> = feasible
+            .iter()
+            .map(|&i| selector_spread::score(cs, &nodes[i]))
+            .collect();
         add(&mut raw, WEIGHT_SPREAD, Some(true));
     }
     total

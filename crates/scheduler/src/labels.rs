@@ -24,7 +24,9 @@ pub struct Selector {
 impl Selector {
     /// Compiles a typed selector (see the module docs for `None` and invalid selectors).
     pub fn new(sel: Option<&LabelSelector>) -> Selector {
-        let Some(sel) = sel else { return Selector::nothing() };
+        let Some(sel) = sel else {
+            return Selector::nothing();
+        };
         let mut reqs = Vec::new();
         for (k, v) in sel.match_labels.iter().flatten() {
             reqs.push((k.clone(), Op::In(vec![v.clone()])));
@@ -40,7 +42,9 @@ impl Selector {
             };
             reqs.push((e.key.clone(), op));
         }
-        Selector { requirements: Some(reqs) }
+        Selector {
+            requirements: Some(reqs),
+        }
     }
 
     /// A selector that matches no labels.
@@ -50,7 +54,9 @@ impl Selector {
 
     /// Whether `labels` satisfy every requirement.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let Some(reqs) = &self.requirements else { return false };
+        let Some(reqs) = &self.requirements else {
+            return false;
+        };
         reqs.iter().all(|(k, op)| match op {
             Op::In(vs) => labels.get(k).is_some_and(|v| vs.contains(v)),
             Op::NotIn(vs) => labels.get(k).is_none_or(|v| !vs.contains(v)),
@@ -65,7 +71,10 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]

@@ -11,7 +11,9 @@ use std::fmt;
 use k8s_openapi::api::core::v1::Pod;
 use tandem_core::windows::{self as core_windows, PodOs};
 
-pub use tandem_core::windows::{LABEL_OS, LABEL_OS_BETA, LABEL_WINDOWS_BUILD, OsSource, WindowsBuild};
+pub use tandem_core::windows::{
+    LABEL_OS, LABEL_OS_BETA, LABEL_WINDOWS_BUILD, OsSource, WindowsBuild,
+};
 
 /// A node or pod operating system.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -70,14 +72,17 @@ pub fn is_windows_image(image: &str) -> bool {
 /// The OS a node runs, from its `kubernetes.io/os` label (or the deprecated beta label); a node
 /// without either is a Linux node (the kubelet always sets the label).
 pub fn node_os(labels: &std::collections::BTreeMap<String, String>) -> Os {
-    labels.get(LABEL_OS).or_else(|| labels.get(LABEL_OS_BETA)).map_or(Os::Linux, |v| Os::parse(v))
+    labels
+        .get(LABEL_OS)
+        .or_else(|| labels.get(LABEL_OS_BETA))
+        .map_or(Os::Linux, |v| Os::parse(v))
 }
 
 /// The OS a pod needs and what decided it: `spec.os.name`, else the `kubernetes.io/os` its
 /// nodeSelector (with RuntimeClass scheduling merged in by admission) or required node affinity
 /// selects, else what its images reveal, else Linux ([`tandem_core::windows::pod_os`]).
 pub fn pod_os(pod: &Pod) -> (Os, OsSource) {
-    let spec = pod.spec.as_ref().and_then(|s| serde_json::to_value(s).ok()).unwrap_or_default();
+    let spec = pod.spec.as_ref().map(os_relevant_spec).unwrap_or_default();
     let decision = core_windows::pod_os(&spec, None);
     let os = match decision.os {
         PodOs::Linux => Os::Linux,
@@ -86,9 +91,48 @@ pub fn pod_os(pod: &Pod) -> (Os, OsSource) {
     (os, decision.source)
 }
 
+/// The part of a pod spec the OS decision reads (OS field, node selector, node affinity, container
+/// images, in their original positions so messages name the right field), without serialising the
+/// whole spec for every pod.
+fn os_relevant_spec(spec: &k8s_openapi::api::core::v1::PodSpec) -> serde_json::Value {
+    let images = |list: Vec<Option<&String>>| -> serde_json::Value {
+        list.into_iter()
+            .map(|i| serde_json::json!({"image": i}))
+            .collect()
+    };
+    let mut v = serde_json::json!({
+        "containers": images(spec.containers.iter().map(|c| c.image.as_ref()).collect()),
+    });
+    if let Some(init) = &spec.init_containers {
+        v["initContainers"] = images(init.iter().map(|c| c.image.as_ref()).collect());
+    }
+    if let Some(eph) = &spec.ephemeral_containers {
+        v["ephemeralContainers"] = images(eph.iter().map(|c| c.image.as_ref()).collect());
+    }
+    if let Some(os) = &spec.os {
+        v["os"] = serde_json::json!({"name": os.name});
+    }
+    if let Some(sel) = &spec.node_selector {
+        v["nodeSelector"] = serde_json::json!(sel);
+    }
+    if let Some(na) = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+    {
+        v["affinity"] = serde_json::json!({"nodeAffinity": na});
+    }
+    if let Some(rc) = &spec.runtime_class_name {
+        v["runtimeClassName"] = serde_json::json!(rc);
+    }
+    v
+}
+
 /// The images of a pod that name a Windows build, with that build.
 pub fn pod_image_builds(pod: &Pod) -> Vec<(String, WindowsBuild)> {
-    let Some(spec) = pod.spec.as_ref() else { return Vec::new() };
+    let Some(spec) = pod.spec.as_ref() else {
+        return Vec::new();
+    };
     spec.init_containers
         .iter()
         .flatten()
@@ -115,8 +159,14 @@ mod tests {
             ("mcr.microsoft.com/windows/nanoserver:1809", Some(B2019)),
             ("mcr.microsoft.com/windows/servercore:ltsc2022", Some(B2022)),
             ("mcr.microsoft.com/windows/server:ltsc2025", Some(B2025)),
-            ("mcr.microsoft.com/dotnet/aspnet:8.0-nanoserver-ltsc2022", Some(B2022)),
-            ("mcr.microsoft.com/windows/servercore:10.0.17763.6054", Some(B2019)),
+            (
+                "mcr.microsoft.com/dotnet/aspnet:8.0-nanoserver-ltsc2022",
+                Some(B2022),
+            ),
+            (
+                "mcr.microsoft.com/windows/servercore:10.0.17763.6054",
+                Some(B2019),
+            ),
             ("nginx", None),
             ("nginx:1.25", None),
             ("localhost:5000/nginx", None),
@@ -140,7 +190,11 @@ mod tests {
             (B2025, B2025, true),
         ];
         for (host, image, runs) in cases {
-            assert_eq!(process_isolation_compatible(host, image), runs, "host {host} image {image}");
+            assert_eq!(
+                process_isolation_compatible(host, image),
+                runs,
+                "host {host} image {image}"
+            );
         }
     }
 
@@ -151,14 +205,38 @@ mod tests {
     #[test]
     fn pod_os_comes_from_the_first_thing_that_says() {
         let cases = [
-            (serde_json::json!({"os": {"name": "windows"}, "containers": [{"name": "a", "image": "nginx"}]}), Os::Windows, "spec.os.name"),
-            (serde_json::json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "containers": [{"name": "a", "image": "nginx"}]}), Os::Windows, "nodeSelector"),
-            (serde_json::json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            (
+                serde_json::json!({"os": {"name": "windows"}, "containers": [{"name": "a", "image": "nginx"}]}),
+                Os::Windows,
+                "spec.os.name",
+            ),
+            (
+                serde_json::json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "containers": [{"name": "a", "image": "nginx"}]}),
+                Os::Windows,
+                "nodeSelector",
+            ),
+            (
+                serde_json::json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["windows"]}]}]}}},
-                "containers": [{"name": "a", "image": "nginx"}]}), Os::Windows, "nodeAffinity"),
-            (serde_json::json!({"containers": [{"name": "a", "image": "mcr.microsoft.com/windows/servercore:ltsc2019"}]}), Os::Windows, "image"),
-            (serde_json::json!({"containers": [{"name": "a", "image": "nginx"}]}), Os::Linux, "default"),
-            (serde_json::json!({"os": {"name": "linux"}, "containers": [{"name": "a", "image": "mcr.microsoft.com/windows/nanoserver:1809"}]}), Os::Linux, "spec.os.name"),
+                "containers": [{"name": "a", "image": "nginx"}]}),
+                Os::Windows,
+                "nodeAffinity",
+            ),
+            (
+                serde_json::json!({"containers": [{"name": "a", "image": "mcr.microsoft.com/windows/servercore:ltsc2019"}]}),
+                Os::Windows,
+                "image",
+            ),
+            (
+                serde_json::json!({"containers": [{"name": "a", "image": "nginx"}]}),
+                Os::Linux,
+                "default",
+            ),
+            (
+                serde_json::json!({"os": {"name": "linux"}, "containers": [{"name": "a", "image": "mcr.microsoft.com/windows/nanoserver:1809"}]}),
+                Os::Linux,
+                "spec.os.name",
+            ),
         ];
         for (spec, os, source) in cases {
             let (got, why) = pod_os(&pod(serde_json::json!({"spec": spec})));

@@ -100,14 +100,16 @@ impl SchedulingQueue {
     fn push_active(&mut self, key: PodKey, priority: i32) {
         self.seq += 1;
         let order = (Reverse(priority), self.seq);
-        self.state.insert(key.clone(), (Waiting::Active, order, None));
+        self.state
+            .insert(key.clone(), (Waiting::Active, order, None));
         self.active.insert(order, key);
     }
 
     fn push_backoff(&mut self, key: PodKey, priority: i32, at: Instant) {
         self.seq += 1;
         let order = (Reverse(priority), self.seq);
-        self.state.insert(key.clone(), (Waiting::Backoff, order, Some(at)));
+        self.state
+            .insert(key.clone(), (Waiting::Backoff, order, Some(at)));
         self.backoff.insert((at, self.seq), key);
     }
 
@@ -116,7 +118,14 @@ impl SchedulingQueue {
         if self.state.contains_key(&key) {
             return;
         }
-        self.records.insert(key.clone(), Record { priority, attempts: 0, last_attempt: None });
+        self.records.insert(
+            key.clone(),
+            Record {
+                priority,
+                attempts: 0,
+                last_attempt: None,
+            },
+        );
         self.push_active(key, priority);
     }
 
@@ -161,7 +170,14 @@ impl SchedulingQueue {
         self.unlink(&key);
         self.seq += 1;
         let priority = self.records.get(&key).map_or(0, |r| r.priority);
-        self.state.insert(key.clone(), (Waiting::Unschedulable, (Reverse(priority), self.seq), Some(now)));
+        self.state.insert(
+            key.clone(),
+            (
+                Waiting::Unschedulable,
+                (Reverse(priority), self.seq),
+                Some(now),
+            ),
+        );
         self.unschedulable.insert((now, self.seq), key);
     }
 
@@ -175,7 +191,9 @@ impl SchedulingQueue {
     }
 
     fn requeue_after_backoff(&mut self, key: PodKey, now: Instant) {
-        let Some(r) = self.records.get(&key).copied() else { return };
+        let Some(r) = self.records.get(&key).copied() else {
+            return;
+        };
         let at = r.last_attempt.map_or(now, |t| t + backoff(r.attempts));
         if at <= now {
             self.push_active(key, r.priority);
@@ -187,7 +205,9 @@ impl SchedulingQueue {
     /// Something changed that may let unschedulable pods fit (node added or updated, pod
     /// deleted): every unschedulable pod is retried once its backoff has passed.
     pub fn cluster_changed(&mut self, now: Instant) {
-        let keys: Vec<PodKey> = std::mem::take(&mut self.unschedulable).into_values().collect();
+        let keys: Vec<PodKey> = std::mem::take(&mut self.unschedulable)
+            .into_values()
+            .collect();
         for key in keys {
             self.state.remove(&key);
             self.requeue_after_backoff(key, now);
@@ -225,7 +245,10 @@ impl SchedulingQueue {
     /// flush), if any.
     pub fn next_wakeup(&self) -> Option<Instant> {
         let b = self.backoff.first_key_value().map(|(k, _)| k.0);
-        let u = self.unschedulable.first_key_value().map(|(k, _)| k.0 + MAX_UNSCHEDULABLE_WAIT);
+        let u = self
+            .unschedulable
+            .first_key_value()
+            .map(|(k, _)| k.0 + MAX_UNSCHEDULABLE_WAIT);
         match (b, u) {
             (Some(b), Some(u)) => Some(b.min(u)),
             (b, u) => b.or(u),

@@ -62,7 +62,9 @@ impl Resources {
     pub fn add(&mut self, other: &Resources) {
         self.milli_cpu = self.milli_cpu.saturating_add(other.milli_cpu);
         self.memory = self.memory.saturating_add(other.memory);
-        self.ephemeral_storage = self.ephemeral_storage.saturating_add(other.ephemeral_storage);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_add(other.ephemeral_storage);
         for (k, v) in &other.scalar {
             let e = self.scalar.entry(k.clone()).or_insert(0);
             *e = e.saturating_add(*v);
@@ -73,7 +75,9 @@ impl Resources {
     pub fn sub(&mut self, other: &Resources) {
         self.milli_cpu = self.milli_cpu.saturating_sub(other.milli_cpu);
         self.memory = self.memory.saturating_sub(other.memory);
-        self.ephemeral_storage = self.ephemeral_storage.saturating_sub(other.ephemeral_storage);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_sub(other.ephemeral_storage);
         for (k, v) in &other.scalar {
             if let Some(e) = self.scalar.get_mut(k) {
                 *e = e.saturating_sub(*v);
@@ -161,7 +165,9 @@ pub fn pod_non_zero_requests(pod: &Pod) -> (i64, i64) {
 }
 
 fn pod_requests_with(pod: &Pod, per_container: impl Fn(&Container) -> Resources) -> Resources {
-    let Some(spec) = pod.spec.as_ref() else { return Resources::default() };
+    let Some(spec) = pod.spec.as_ref() else {
+        return Resources::default();
+    };
     let mut reqs = Resources::default();
     for c in &spec.containers {
         reqs.add(&per_container(c));
@@ -212,12 +218,24 @@ mod tests {
     fn init_containers_use_max_of_sum_rule() {
         let cases = [
             // (containers, init containers, expected cpu, expected memory)
-            (vec![c("a", "100m", "100Mi"), c("b", "200m", "100Mi")], vec![c("i", "250m", "50Mi")], 300, 200 << 20),
-            (vec![c("a", "100m", "100Mi")], vec![c("i", "1", "50Mi"), c("j", "500m", "1Gi")], 1000, 1 << 30),
+            (
+                vec![c("a", "100m", "100Mi"), c("b", "200m", "100Mi")],
+                vec![c("i", "250m", "50Mi")],
+                300,
+                200 << 20,
+            ),
+            (
+                vec![c("a", "100m", "100Mi")],
+                vec![c("i", "1", "50Mi"), c("j", "500m", "1Gi")],
+                1000,
+                1 << 30,
+            ),
             (vec![c("a", "100m", "100Mi")], vec![], 100, 100 << 20),
         ];
         for (containers, inits, cpu, mem) in cases {
-            let p = pod(serde_json::json!({"spec": {"containers": containers, "initContainers": inits}}));
+            let p = pod(
+                serde_json::json!({"spec": {"containers": containers, "initContainers": inits}}),
+            );
             let r = pod_requests(&p);
             assert_eq!((r.milli_cpu, r.memory), (cpu, mem));
         }
@@ -249,6 +267,9 @@ mod tests {
     fn containers_without_requests_score_as_defaults() {
         let p = pod(serde_json::json!({"spec": {"containers": [{"name": "a", "image": "x"}]}}));
         assert!(pod_requests(&p).is_zero());
-        assert_eq!(pod_non_zero_requests(&p), (DEFAULT_MILLI_CPU_REQUEST, DEFAULT_MEMORY_REQUEST));
+        assert_eq!(
+            pod_non_zero_requests(&p),
+            (DEFAULT_MILLI_CPU_REQUEST, DEFAULT_MEMORY_REQUEST)
+        );
     }
 }

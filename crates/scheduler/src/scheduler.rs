@@ -76,12 +76,6 @@ impl SchedulerOptions {
     }
 }
 
-/// A watch event, unboxed.
-enum WatchEvent {
-    Pod(watcher::Event<Pod>),
-    Node(watcher::Event<Node>),
-}
-
 enum Input {
     Pod(Box<watcher::Event<Pod>>),
     Node(Box<watcher::Event<Node>>),
@@ -153,13 +147,27 @@ impl Drop for AbortOnDrop {
     }
 }
 
-async fn run_inner(client: kube::Client, options: SchedulerOptions, ready: Option<watch::Sender<bool>>) {
+async fn run_inner(
+    client: kube::Client,
+    options: SchedulerOptions,
+    ready: Option<watch::Sender<bool>>,
+) {
     let (input_tx, input_rx) = mpsc::unbounded_channel();
     let (event_tx, event_rx) = mpsc::channel(10_000);
     let _helpers = AbortOnDrop(vec![
-        tokio::spawn(forward(Api::<Pod>::all(client.clone()), input_tx.clone(), |e| Input::Pod(Box::new(e)))),
-        tokio::spawn(forward(Api::<Node>::all(client.clone()), input_tx, |e| Input::Node(Box::new(e)))),
-        tokio::spawn(write_events(client.clone(), event_rx, options.max_in_flight_events.max(1))),
+        tokio::spawn(forward(
+            Api::<Pod>::all(client.clone()),
+            input_tx.clone(),
+            |e| Input::Pod(Box::new(e)),
+        )),
+        tokio::spawn(forward(Api::<Node>::all(client.clone()), input_tx, |e| {
+            Input::Node(Box::new(e))
+        })),
+        tokio::spawn(write_events(
+            client.clone(),
+            event_rx,
+            options.max_in_flight_events.max(1),
+        )),
     ]);
     let mut state = Loop::new(client, options, event_tx);
     state.ready = ready;
@@ -210,7 +218,11 @@ struct Loop {
 }
 
 impl Loop {
-    fn new(client: kube::Client, options: SchedulerOptions, event_tx: mpsc::Sender<EventRequest>) -> Loop {
+    fn new(
+        client: kube::Client,
+        options: SchedulerOptions,
+        event_tx: mpsc::Sender<EventRequest>,
+    ) -> Loop {
         let (bind_tx, bind_rx) = mpsc::unbounded_channel();
         Loop {
             client,
@@ -244,7 +256,10 @@ impl Loop {
                 self.on_bound(outcome, now);
             }
             let ready = self.pods_synced && self.nodes_synced;
-            if ready && self.in_flight < self.options.max_in_flight_binds && self.queue.has_ready(now) {
+            if ready
+                && self.in_flight < self.options.max_in_flight_binds
+                && self.queue.has_ready(now)
+            {
                 if let Some(key) = self.queue.pop(now) {
                     self.schedule_one(key, now);
                 }
@@ -258,7 +273,11 @@ impl Loop {
             if ready && let Some(tx) = self.ready.take() {
                 let _ = tx.send(true);
             }
-            let wake = if ready { self.queue.next_wakeup() } else { None };
+            let wake = if ready {
+                self.queue.next_wakeup()
+            } else {
+                None
+            };
             enum Woken {
                 Input(Option<Input>),
                 Bound(BindOutcome),
@@ -279,26 +298,33 @@ impl Loop {
     }
 
     fn responsible(&self, pod: &Pod) -> bool {
-        let name = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()).filter(|n| !n.is_empty());
+        let name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .filter(|n| !n.is_empty());
         name.unwrap_or(DEFAULT_SCHEDULER_NAME) == self.options.scheduler_name
     }
 
     fn on_input(&mut self, input: Input, now: Instant) {
-        let input = match input {
-            Input::Pod(e) => WatchEvent::Pod(*e),
-            Input::Node(e) => WatchEvent::Node(*e),
-        };
         match input {
-            WatchEvent::Pod(watcher::Event::Apply(pod)) => self.on_pod(pod, now),
-            WatchEvent::Pod(watcher::Event::Delete(pod)) => self.on_pod_deleted(&pod_key(&pod), now),
-            WatchEvent::Pod(watcher::Event::Init) => self.pod_relist = Some(HashSet::new()),
-            WatchEvent::Pod(watcher::Event::InitApply(pod)) => {
+            Input::Pod(e) => self.on_pod_event(*e, now),
+            Input::Node(e) => self.on_node_event(*e, now),
+        }
+    }
+
+    fn on_pod_event(&mut self, event: watcher::Event<Pod>, now: Instant) {
+        match event {
+            watcher::Event::Apply(pod) => self.on_pod(pod, now),
+            watcher::Event::Delete(pod) => self.on_pod_deleted(&pod_key(&pod), now),
+            watcher::Event::Init => self.pod_relist = Some(HashSet::new()),
+            watcher::Event::InitApply(pod) => {
                 if let Some(seen) = self.pod_relist.as_mut() {
                     seen.insert(pod_key(&pod));
                 }
                 self.on_pod(pod, now);
             }
-            WatchEvent::Pod(watcher::Event::InitDone) => {
+            watcher::Event::InitDone => {
                 if let Some(seen) = self.pod_relist.take() {
                     let gone: Vec<PodKey> = self
                         .pending
@@ -313,23 +339,35 @@ impl Loop {
                 }
                 self.pods_synced = true;
             }
-            WatchEvent::Node(watcher::Event::Apply(node)) => self.on_node(&node, now),
-            WatchEvent::Node(watcher::Event::Delete(node)) => {
+        }
+    }
+
+    fn on_node_event(&mut self, event: watcher::Event<Node>, now: Instant) {
+        match event {
+            watcher::Event::Apply(node) => self.on_node(&node, now),
+            watcher::Event::Delete(node) => {
                 if let Some(name) = node.metadata.name.as_deref() {
                     self.snapshot.remove_node(name);
                 }
             }
-            WatchEvent::Node(watcher::Event::Init) => self.node_relist = Some(HashSet::new()),
-            WatchEvent::Node(watcher::Event::InitApply(node)) => {
-                if let (Some(seen), Some(name)) = (self.node_relist.as_mut(), node.metadata.name.as_deref()) {
+            watcher::Event::Init => self.node_relist = Some(HashSet::new()),
+            watcher::Event::InitApply(node) => {
+                if let (Some(seen), Some(name)) =
+                    (self.node_relist.as_mut(), node.metadata.name.as_deref())
+                {
                     seen.insert(name.to_string());
                 }
                 self.on_node(&node, now);
             }
-            WatchEvent::Node(watcher::Event::InitDone) => {
+            watcher::Event::InitDone => {
                 if let Some(seen) = self.node_relist.take() {
-                    let gone: Vec<String> =
-                        self.snapshot.nodes().iter().map(|n| n.name.clone()).filter(|n| !seen.contains(n)).collect();
+                    let gone: Vec<String> = self
+                        .snapshot
+                        .nodes()
+                        .iter()
+                        .map(|n| n.name.clone())
+                        .filter(|n| !seen.contains(n))
+                        .collect();
                     for n in gone {
                         self.snapshot.remove_node(&n);
                     }
@@ -350,7 +388,11 @@ impl Loop {
         let key = pod_key(&pod);
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
         let terminal = matches!(phase, Some("Succeeded" | "Failed"));
-        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .filter(|n| !n.is_empty());
         if let Some(node) = node {
             // Assigned (by us or anyone): account it; this also confirms an assumed pod.
             self.pending.remove(&key);
@@ -402,11 +444,19 @@ impl Loop {
         };
         match self.framework.schedule(&self.snapshot, &pod) {
             Ok(placement) => {
-                self.snapshot.add_pod(Arc::new(PodInfo::new(&pod, &placement.node)));
+                self.snapshot
+                    .add_pod(Arc::new(PodInfo::new(&pod, &placement.node)));
                 self.pending.remove(&key);
-                self.assumed.insert(key.clone(), (placement.node.clone(), pod.clone()));
+                self.assumed
+                    .insert(key.clone(), (placement.node.clone(), pod.clone()));
                 self.in_flight += 1;
-                tokio::spawn(bind(self.client.clone(), pod, key, placement.node, self.bind_tx.clone()));
+                tokio::spawn(bind(
+                    self.client.clone(),
+                    pod,
+                    key,
+                    placement.node,
+                    self.bind_tx.clone(),
+                ));
             }
             Err(fit) => {
                 tracing::debug!(pod = %key, reason = %fit, "pod is unschedulable");
@@ -418,7 +468,12 @@ impl Loop {
 
     fn on_bound(&mut self, outcome: BindOutcome, now: Instant) {
         self.in_flight = self.in_flight.saturating_sub(1);
-        let BindOutcome { key, pod: bound_pod, node, result } = outcome;
+        let BindOutcome {
+            key,
+            pod: bound_pod,
+            node,
+            result,
+        } = outcome;
         match result {
             Ok(()) => {
                 self.queue.remove(&key);
@@ -428,26 +483,48 @@ impl Loop {
                 }
             }
             Err(e) => {
-                let Some((assumed_node, pod)) = self.assumed.remove(&key) else { return };
+                let Some((assumed_node, pod)) = self.assumed.remove(&key) else {
+                    return;
+                };
                 if self.snapshot.pod_node(&key) == Some(assumed_node.as_str()) {
                     self.snapshot.remove_pod(&key);
                 }
-                let gone_or_taken = matches!(&e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
+                let gone_or_taken =
+                    matches!(&e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
                 if gone_or_taken {
                     // Deleted, or bound by someone else: the watch will say which.
                     self.queue.remove(&key);
                     return;
                 }
                 tracing::debug!(pod = %key, node = %node, error = %e, "binding failed; will retry");
-                self.emit(pod.clone(), "Warning", "FailedScheduling", "Scheduling", format!("Binding rejected: {e}"));
+                self.emit(
+                    pod.clone(),
+                    "Warning",
+                    "FailedScheduling",
+                    "Scheduling",
+                    format!("Binding rejected: {e}"),
+                );
                 self.pending.insert(key.clone(), pod);
                 self.queue.error(key, now);
             }
         }
     }
 
-    fn emit(&self, pod: Arc<Pod>, type_: &'static str, reason: &'static str, action: &'static str, message: String) {
-        let req = EventRequest { pod, type_, reason, action, message };
+    fn emit(
+        &self,
+        pod: Arc<Pod>,
+        type_: &'static str,
+        reason: &'static str,
+        action: &'static str,
+        message: String,
+    ) {
+        let req = EventRequest {
+            pod,
+            type_,
+            reason,
+            action,
+            message,
+        };
         if self.event_tx.try_send(req).is_err() {
             tracing::debug!("event queue full; dropping an event");
         }
@@ -457,11 +534,23 @@ impl Loop {
     /// `FailedScheduling` event (upstream `handleSchedulingFailure` and `updatePod`).
     fn report_unschedulable(&self, pod: Arc<Pod>, fit: &FitError) {
         let message = fit.to_string();
-        self.emit(pod.clone(), "Warning", "FailedScheduling", "Scheduling", message.clone());
-        let conditions = pod.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+        self.emit(
+            pod.clone(),
+            "Warning",
+            "FailedScheduling",
+            "Scheduling",
+            message.clone(),
+        );
+        let conditions = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default();
         let current = conditions.iter().find(|c| c.type_ == "PodScheduled");
         let unchanged = current.is_some_and(|c| {
-            c.status == "False" && c.reason.as_deref() == Some("Unschedulable") && c.message.as_deref() == Some(&message)
+            c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+                && c.message.as_deref() == Some(&message)
         });
         if unchanged {
             return;
@@ -482,10 +571,20 @@ impl Loop {
         let patch = json!({"status": {"conditions": list}});
         let (client, slots) = (self.client.clone(), self.failure_slots.clone());
         tokio::spawn(async move {
-            let Ok(_permit) = slots.acquire_owned().await else { return };
-            let (Some(ns), Some(name)) = (pod.metadata.namespace.as_deref(), pod.metadata.name.as_deref()) else { return };
+            let Ok(_permit) = slots.acquire_owned().await else {
+                return;
+            };
+            let (Some(ns), Some(name)) = (
+                pod.metadata.namespace.as_deref(),
+                pod.metadata.name.as_deref(),
+            ) else {
+                return;
+            };
             let api: Api<Pod> = Api::namespaced(client, ns);
-            if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            if let Err(e) = api
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
                 tracing::debug!(pod = %name, error = %e, "could not set the PodScheduled condition");
             }
         });
@@ -500,7 +599,13 @@ async fn sleep_until(at: Option<Instant>) {
 }
 
 /// `POST pods/<name>/binding` (upstream `DefaultBinder.Bind`).
-async fn bind(client: kube::Client, pod: Arc<Pod>, key: PodKey, node: String, tx: mpsc::UnboundedSender<BindOutcome>) {
+async fn bind(
+    client: kube::Client,
+    pod: Arc<Pod>,
+    key: PodKey,
+    node: String,
+    tx: mpsc::UnboundedSender<BindOutcome>,
+) {
     let result = async {
         let pod = &pod;
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
@@ -516,19 +621,37 @@ async fn bind(client: kube::Client, pod: Arc<Pod>, key: PodKey, node: String, tx
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         });
         let api: Api<Pod> = Api::namespaced(client, ns);
-        api.create_subresource::<_, serde_json::Value>("binding", name, &PostParams::default(), &binding).await.map(|_| ())
+        api.create_subresource::<_, serde_json::Value>(
+            "binding",
+            name,
+            &PostParams::default(),
+            &binding,
+        )
+        .await
+        .map(|_| ())
     }
     .await;
-    let _ = tx.send(BindOutcome { key, pod, node, result });
+    let _ = tx.send(BindOutcome {
+        key,
+        pod,
+        node,
+        result,
+    });
 }
 
 static EVENT_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Writes events with bounded concurrency.
-async fn write_events(client: kube::Client, mut rx: mpsc::Receiver<EventRequest>, concurrency: usize) {
+async fn write_events(
+    client: kube::Client,
+    mut rx: mpsc::Receiver<EventRequest>,
+    concurrency: usize,
+) {
     let slots = Arc::new(Semaphore::new(concurrency));
     while let Some(req) = rx.recv().await {
-        let Ok(permit) = slots.clone().acquire_owned().await else { return };
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
         let client = client.clone();
         tokio::spawn(async move {
             let _permit = permit;
@@ -544,7 +667,9 @@ async fn write_event(client: kube::Client, req: EventRequest) -> Result<(), kube
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
     let now = tandem_core::time::now_rfc3339();
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
     let seq = EVENT_SEQ.fetch_add(1, Ordering::Relaxed);
     let event = json!({
         "apiVersion": "v1",
@@ -570,5 +695,8 @@ async fn write_event(client: kube::Client, req: EventRequest) -> Result<(), kube
         "count": 1,
     });
     let event: Event = serde_json::from_value(event).map_err(kube::Error::SerdeError)?;
-    Api::<Event>::namespaced(client, ns).create(&PostParams::default(), &event).await.map(|_| ())
+    Api::<Event>::namespaced(client, ns)
+        .create(&PostParams::default(), &event)
+        .await
+        .map(|_| ())
 }

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 
 use crate::os::{LABEL_WINDOWS_BUILD, Os, WindowsBuild};
+use crate::plugins::image_locality::normalized_image_name;
 use crate::plugins::inter_pod_affinity::AffinityTerm;
 use crate::plugins::node_ports::HostPort;
-use crate::plugins::image_locality::normalized_image_name;
 use crate::resources::{Resources, allowed_pods, pod_non_zero_requests, pod_requests};
 
 /// `namespace/name`, the identity of a pod in the scheduler.
@@ -56,8 +56,16 @@ impl PodInfo {
             .as_ref()
             .and_then(|s| s.affinity.as_ref())
             .and_then(|a| a.pod_anti_affinity.as_ref())
-            .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
-            .map(|terms| terms.iter().map(|t| AffinityTerm::new(t, &namespace)).collect())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .map(|terms| {
+                terms
+                    .iter()
+                    .map(|t| AffinityTerm::new(t, &namespace))
+                    .collect()
+            })
             .unwrap_or_default();
         PodInfo {
             key: pod_key(pod),
@@ -148,7 +156,10 @@ impl NodeInfo {
         self.allocatable = Resources::from_map(alloc);
         self.allowed_pods = allowed_pods(alloc);
         self.os = crate::os::node_os(&self.labels);
-        self.windows_build = self.labels.get(LABEL_WINDOWS_BUILD).and_then(|v| WindowsBuild::parse(v));
+        self.windows_build = self
+            .labels
+            .get(LABEL_WINDOWS_BUILD)
+            .and_then(|v| WindowsBuild::parse(v));
         self.images = node
             .status
             .as_ref()
@@ -157,7 +168,10 @@ impl NodeInfo {
                 imgs.iter()
                     .flat_map(|i| {
                         let size = i.size_bytes.unwrap_or(0);
-                        i.names.iter().flatten().map(move |n| (normalized_image_name(n), size))
+                        i.names
+                            .iter()
+                            .flatten()
+                            .map(move |n| (normalized_image_name(n), size))
                     })
                     .collect()
             })
@@ -258,7 +272,9 @@ impl Snapshot {
 
     /// Adds or updates a node, keeping the pods already accounted on it.
     pub fn upsert_node(&mut self, node: &Node) -> NodeChange {
-        let Some(name) = node.metadata.name.as_deref() else { return NodeChange::Irrelevant };
+        let Some(name) = node.metadata.name.as_deref() else {
+            return NodeChange::Irrelevant;
+        };
         if let Some(&i) = self.by_name.get(name) {
             let before = relevant_view(&self.nodes[i]);
             for img in self.nodes[i].images.keys() {
@@ -268,7 +284,11 @@ impl Snapshot {
             for img in self.nodes[i].images.keys() {
                 *self.image_nodes.entry(img.clone()).or_insert(0) += 1;
             }
-            return if before == relevant_view(&self.nodes[i]) { NodeChange::Irrelevant } else { NodeChange::Relevant };
+            return if before == relevant_view(&self.nodes[i]) {
+                NodeChange::Irrelevant
+            } else {
+                NodeChange::Relevant
+            };
         }
         let mut info = NodeInfo::new(node);
         for img in info.images.keys() {
@@ -285,7 +305,9 @@ impl Snapshot {
     /// Removes a node; its pods stay accounted (as orphans) until they are deleted or the node
     /// comes back.
     pub fn remove_node(&mut self, name: &str) -> bool {
-        let Some(i) = self.by_name.remove(name) else { return false };
+        let Some(i) = self.by_name.remove(name) else {
+            return false;
+        };
         let info = self.nodes.swap_remove(i);
         if i < self.nodes.len() {
             self.by_name.insert(self.nodes[i].name.clone(), i);
@@ -308,7 +330,11 @@ impl Snapshot {
         }
         match self.by_name.get(&pod.node_name) {
             Some(&i) => self.nodes[i].add_pod(pod),
-            None => self.orphans.entry(pod.node_name.clone()).or_default().push(pod),
+            None => self
+                .orphans
+                .entry(pod.node_name.clone())
+                .or_default()
+                .push(pod),
         }
     }
 
@@ -316,7 +342,10 @@ impl Snapshot {
     pub fn remove_pod(&mut self, key: &str) -> Option<Arc<PodInfo>> {
         let node = self.pod_node.remove(key)?;
         let pod = self.remove_accounted(&node, key);
-        if pod.as_ref().is_some_and(|p| !p.required_anti_affinity.is_empty()) {
+        if pod
+            .as_ref()
+            .is_some_and(|p| !p.required_anti_affinity.is_empty())
+        {
             self.anti_affinity_pods -= 1;
         }
         pod
@@ -345,15 +374,31 @@ impl Snapshot {
 
     /// Every accounted pod with its node (pods on unknown nodes excluded).
     pub fn pods(&self) -> impl Iterator<Item = (&NodeInfo, &Arc<PodInfo>)> {
-        self.nodes.iter().flat_map(|n| n.pods.iter().map(move |p| (n, p)))
+        self.nodes
+            .iter()
+            .flat_map(|n| n.pods.iter().map(move |p| (n, p)))
     }
 }
 
-type RelevantView = (BTreeMap<String, String>, Vec<Taint>, bool, Resources, i64, usize);
+type RelevantView = (
+    BTreeMap<String, String>,
+    Vec<Taint>,
+    bool,
+    Resources,
+    i64,
+    usize,
+);
 
 /// What of a node scheduling depends on; a heartbeat changes none of it.
 fn relevant_view(n: &NodeInfo) -> RelevantView {
-    (n.labels.clone(), n.taints.clone(), n.unschedulable, n.allocatable.clone(), n.allowed_pods, n.images.len())
+    (
+        n.labels.clone(),
+        n.taints.clone(),
+        n.unschedulable,
+        n.allocatable.clone(),
+        n.allowed_pods,
+        n.images.len(),
+    )
 }
 
 fn dec(map: &mut HashMap<String, usize>, key: &str) {

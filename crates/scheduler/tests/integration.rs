@@ -16,16 +16,32 @@ use tandem_scheduler::{SchedulerOptions, start};
 use tandem_store::sqlite::{SqliteOptions, SqliteStore};
 
 async fn start_server(dir: &Path) -> Result<(ApiServer, Client)> {
-    let store = Arc::new(SqliteStore::open(&dir.join("state.db"), SqliteOptions::default()).context("open store")?);
+    let store = Arc::new(
+        SqliteStore::open(&dir.join("state.db"), SqliteOptions::default()).context("open store")?,
+    );
     let kubeconfig = dir.join("kubeconfig");
-    let config = Config { data_dir: dir.to_path_buf(), bind: "127.0.0.1:0".parse()?, kubeconfig: Some(kubeconfig.clone()) };
-    let server = ApiServer::start(config, store).await.context("start server")?;
+    let config = Config {
+        data_dir: dir.to_path_buf(),
+        bind: "127.0.0.1:0".parse()?,
+        kubeconfig: Some(kubeconfig.clone()),
+    };
+    let server = ApiServer::start(config, store)
+        .await
+        .context("start server")?;
     let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await?;
     Ok((server, Client::try_from(config)?))
 }
 
-async fn create_node(client: &Client, name: &str, os: &str, build: Option<&str>, taints: Value) -> Result<()> {
+async fn create_node(
+    client: &Client,
+    name: &str,
+    os: &str,
+    build: Option<&str>,
+    taints: Value,
+) -> Result<()> {
     let mut labels = json!({"kubernetes.io/os": os, "kubernetes.io/hostname": name});
     if let Some(b) = build {
         labels["node.kubernetes.io/windows-build"] = json!(b);
@@ -43,15 +59,27 @@ async fn create_node(client: &Client, name: &str, os: &str, build: Option<&str>,
     }))?;
     let api: Api<Node> = Api::all(client.clone());
     let created = api.create(&PostParams::default(), &node).await?;
-    if created.status.as_ref().and_then(|s| s.allocatable.as_ref()).is_none() {
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await?;
+    if created
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref())
+        .is_none()
+    {
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": status})),
+        )
+        .await?;
     }
     Ok(())
 }
 
 async fn create_pod(client: &Client, ns: &str, pod: Value) -> Result<()> {
     let pod: Pod = serde_json::from_value(pod)?;
-    Api::<Pod>::namespaced(client.clone(), ns).create(&PostParams::default(), &pod).await?;
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &pod)
+        .await?;
     Ok(())
 }
 
@@ -70,7 +98,10 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out after {secs}s waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {secs}s waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -80,11 +111,16 @@ async fn node_of(api: &Api<Pod>, name: &str) -> Option<String> {
 }
 
 async fn event_message(client: &Client, ns: &str, pod: &str, reason: &str) -> Option<String> {
-    let events = Api::<Event>::namespaced(client.clone(), ns).list(&ListParams::default()).await.ok()?;
+    let events = Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .ok()?;
     events
         .items
         .into_iter()
-        .find(|e| e.involved_object.name.as_deref() == Some(pod) && e.reason.as_deref() == Some(reason))
+        .find(|e| {
+            e.involved_object.name.as_deref() == Some(pod) && e.reason.as_deref() == Some(reason)
+        })
         .and_then(|e| e.message)
 }
 
@@ -92,15 +128,35 @@ async fn event_message(client: &Client, ns: &str, pod: &str, reason: &str) -> Op
 async fn scheduler_binds_explains_and_retries_through_the_api() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let (_server, client) = start_server(dir.path()).await?;
-    let ns: Namespace = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "sched"}}))?;
-    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+    let ns: Namespace = serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "sched"}}),
+    )?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
 
     create_node(&client, "linux-1", "linux", None, json!([])).await?;
-    create_node(&client, "win-2019", "windows", Some("10.0.17763"), json!([])).await?;
-    create_node(&client, "win-2022", "windows", Some("10.0.20348"), json!([])).await?;
+    create_node(
+        &client,
+        "win-2019",
+        "windows",
+        Some("10.0.17763"),
+        json!([]),
+    )
+    .await?;
+    create_node(
+        &client,
+        "win-2022",
+        "windows",
+        Some("10.0.20348"),
+        json!([]),
+    )
+    .await?;
 
     let mut scheduler = start(client.clone(), SchedulerOptions::default());
-    tokio::time::timeout(Duration::from_secs(20), scheduler.ready()).await.context("scheduler ready")?;
+    tokio::time::timeout(Duration::from_secs(20), scheduler.ready())
+        .await
+        .context("scheduler ready")?;
 
     // win-webserver.yaml's template: ltsc2019 image, nodeSelector os=windows, two replicas.
     for name in ["win-webserver-a", "win-webserver-b"] {
@@ -110,20 +166,58 @@ async fn scheduler_binds_explains_and_retries_through_the_api() -> Result<()> {
             "nodeSelector": {"kubernetes.io/os": "windows"}
         }))).await?;
     }
-    create_pod(&client, "sched", pod("plain", json!({"containers": [{"name": "app", "image": "nginx"}]}))).await?;
-    create_pod(&client, "sched", pod("huge", json!({"containers": [{"name": "app", "image": "nginx",
-        "resources": {"requests": {"cpu": "100"}}}]}))).await?;
-    create_pod(&client, "sched", pod("not-ours", json!({"schedulerName": "someone-else",
-        "containers": [{"name": "app", "image": "nginx"}]}))).await?;
-    create_pod(&client, "sched", pod("wants-ssd", json!({"nodeSelector": {"disktype": "ssd"},
-        "containers": [{"name": "app", "image": "nginx"}]}))).await?;
+    create_pod(
+        &client,
+        "sched",
+        pod(
+            "plain",
+            json!({"containers": [{"name": "app", "image": "nginx"}]}),
+        ),
+    )
+    .await?;
+    create_pod(
+        &client,
+        "sched",
+        pod(
+            "huge",
+            json!({"containers": [{"name": "app", "image": "nginx",
+        "resources": {"requests": {"cpu": "100"}}}]}),
+        ),
+    )
+    .await?;
+    create_pod(
+        &client,
+        "sched",
+        pod(
+            "not-ours",
+            json!({"schedulerName": "someone-else",
+        "containers": [{"name": "app", "image": "nginx"}]}),
+        ),
+    )
+    .await?;
+    create_pod(
+        &client,
+        "sched",
+        pod(
+            "wants-ssd",
+            json!({"nodeSelector": {"disktype": "ssd"},
+        "containers": [{"name": "app", "image": "nginx"}]}),
+        ),
+    )
+    .await?;
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "sched");
     for name in ["win-webserver-a", "win-webserver-b"] {
         let node = eventually(20, name, || node_of(&pods, name)).await;
-        assert_eq!(node, "win-2019", "{name} must land where its ltsc2019 image runs");
+        assert_eq!(
+            node, "win-2019",
+            "{name} must land where its ltsc2019 image runs"
+        );
     }
-    assert_eq!(eventually(20, "plain", || node_of(&pods, "plain")).await, "linux-1");
+    assert_eq!(
+        eventually(20, "plain", || node_of(&pods, "plain")).await,
+        "linux-1"
+    );
 
     // Unschedulable: condition and event, in upstream's words.
     let want = "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) run windows, pod requires linux \
@@ -131,27 +225,56 @@ async fn scheduler_binds_explains_and_retries_through_the_api() -> Result<()> {
                 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.";
     let cond = eventually(20, "PodScheduled=False on huge", || async {
         let p = pods.get("huge").await.ok()?;
-        p.status?.conditions?.into_iter().find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        p.status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "PodScheduled" && c.status == "False")
     })
     .await;
     assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
     assert_eq!(cond.message.as_deref(), Some(want));
-    let msg = eventually(20, "FailedScheduling event", || event_message(&client, "sched", "huge", "FailedScheduling")).await;
+    let msg = eventually(20, "FailedScheduling event", || {
+        event_message(&client, "sched", "huge", "FailedScheduling")
+    })
+    .await;
     assert_eq!(msg, want);
-    let msg = eventually(20, "Scheduled event", || event_message(&client, "sched", "plain", "Scheduled")).await;
+    let msg = eventually(20, "Scheduled event", || {
+        event_message(&client, "sched", "plain", "Scheduled")
+    })
+    .await;
     assert_eq!(msg, "Successfully assigned sched/plain to linux-1");
-    let scheduled = Api::<Event>::namespaced(client.clone(), "sched").list(&ListParams::default()).await?;
-    let ev = scheduled.items.iter().find(|e| e.reason.as_deref() == Some("Scheduled")).context("a Scheduled event")?;
+    let scheduled = Api::<Event>::namespaced(client.clone(), "sched")
+        .list(&ListParams::default())
+        .await?;
+    let ev = scheduled
+        .items
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("Scheduled"))
+        .context("a Scheduled event")?;
     assert_eq!(ev.type_.as_deref(), Some("Normal"));
-    assert_eq!(ev.source.as_ref().and_then(|s| s.component.as_deref()), Some("default-scheduler"));
+    assert_eq!(
+        ev.source.as_ref().and_then(|s| s.component.as_deref()),
+        Some("default-scheduler")
+    );
     assert_eq!(ev.reporting_component.as_deref(), Some("default-scheduler"));
 
     // A cluster change (the node gains the label) lets the waiting pod in.
     assert_eq!(node_of(&pods, "wants-ssd").await, None);
     Api::<Node>::all(client.clone())
-        .patch("linux-1", &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"labels": {"disktype": "ssd"}}})))
+        .patch(
+            "linux-1",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"labels": {"disktype": "ssd"}}})),
+        )
         .await?;
-    assert_eq!(eventually(20, "wants-ssd after relabel", || node_of(&pods, "wants-ssd")).await, "linux-1");
+    assert_eq!(
+        eventually(20, "wants-ssd after relabel", || node_of(
+            &pods,
+            "wants-ssd"
+        ))
+        .await,
+        "linux-1"
+    );
 
     // Pods for another scheduler are left alone.
     assert_eq!(node_of(&pods, "not-ours").await, None);
@@ -166,23 +289,54 @@ async fn tainted_windows_nodes_and_wrong_os_are_explained() -> Result<()> {
     let taint = json!([{"key": "os", "value": "windows", "effect": "NoSchedule"}]);
     create_node(&client, "linux-1", "linux", None, json!([])).await?;
     create_node(&client, "linux-2", "linux", None, json!([])).await?;
-    create_node(&client, "win-2019", "windows", Some("10.0.17763"), taint.clone()).await?;
+    create_node(
+        &client,
+        "win-2019",
+        "windows",
+        Some("10.0.17763"),
+        taint.clone(),
+    )
+    .await?;
     let mut scheduler = start(client.clone(), SchedulerOptions::default());
-    tokio::time::timeout(Duration::from_secs(20), scheduler.ready()).await.context("scheduler ready")?;
+    tokio::time::timeout(Duration::from_secs(20), scheduler.ready())
+        .await
+        .context("scheduler ready")?;
 
-    create_pod(&client, "default", pod("win", json!({"os": {"name": "windows"},
-        "containers": [{"name": "app", "image": "example.com/tools:windows"}]}))).await?;
+    create_pod(
+        &client,
+        "default",
+        pod(
+            "win",
+            json!({"os": {"name": "windows"},
+        "containers": [{"name": "app", "image": "example.com/tools:windows"}]}),
+        ),
+    )
+    .await?;
     let want = "0/3 nodes are available: 1 node(s) had untolerated taint {os: windows}, \
                 2 node(s) run linux, pod requires windows (spec.os.name). preemption: 0/3 nodes are available: \
                 3 Preemption is not helpful for scheduling.";
-    let msg = eventually(20, "FailedScheduling for win", || event_message(&client, "default", "win", "FailedScheduling")).await;
+    let msg = eventually(20, "FailedScheduling for win", || {
+        event_message(&client, "default", "win", "FailedScheduling")
+    })
+    .await;
     assert_eq!(msg, want);
 
     // An image naming a build the only Windows node cannot run is refused on the build.
-    create_pod(&client, "default", pod("newer", json!({"os": {"name": "windows"},
+    create_pod(
+        &client,
+        "default",
+        pod(
+            "newer",
+            json!({"os": {"name": "windows"},
         "tolerations": [{"key": "os", "operator": "Exists"}],
-        "containers": [{"name": "app", "image": "mcr.microsoft.com/windows/nanoserver:ltsc2022"}]}))).await?;
-    let msg = eventually(20, "FailedScheduling for newer", || event_message(&client, "default", "newer", "FailedScheduling")).await;
+        "containers": [{"name": "app", "image": "mcr.microsoft.com/windows/nanoserver:ltsc2022"}]}),
+        ),
+    )
+    .await?;
+    let msg = eventually(20, "FailedScheduling for newer", || {
+        event_message(&client, "default", "newer", "FailedScheduling")
+    })
+    .await;
     assert!(
         msg.starts_with("0/3 nodes are available: 1 node(s) run Windows build 10.0.17763, image \
                          mcr.microsoft.com/windows/nanoserver:ltsc2022 needs 10.0.20348 (process isolation), \
@@ -194,7 +348,10 @@ async fn tainted_windows_nodes_and_wrong_os_are_explained() -> Result<()> {
         "tolerations": [{"key": "os", "operator": "Equal", "value": "windows", "effect": "NoSchedule"}],
         "containers": [{"name": "app", "image": "mcr.microsoft.com/windows/nanoserver:1809"}]}))).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    assert_eq!(eventually(20, "tolerating", || node_of(&pods, "tolerating")).await, "win-2019");
+    assert_eq!(
+        eventually(20, "tolerating", || node_of(&pods, "tolerating")).await,
+        "win-2019"
+    );
     scheduler.stop();
     Ok(())
 }

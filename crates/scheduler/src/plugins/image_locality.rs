@@ -14,7 +14,11 @@ const MAX_CONTAINER_THRESHOLD: i64 = 1000 * MB;
 /// Upstream `normalizedImageName`: an image without a tag or digest means `:latest`.
 pub fn normalized_image_name(name: &str) -> String {
     let last = name.rsplit('/').next().unwrap_or(name);
-    if last.contains(':') || last.contains('@') { name.to_string() } else { format!("{name}:latest") }
+    if last.contains(':') || last.contains('@') {
+        name.to_string()
+    } else {
+        format!("{name}:latest")
+    }
 }
 
 /// Score (0–100).

@@ -13,7 +13,8 @@ use crate::labels::Selector;
 use crate::snapshot::{NodeInfo, Snapshot};
 
 /// Upstream `ErrReasonExistingAntiAffinityRulesNotMatch`.
-pub const ERR_EXISTING_ANTI_AFFINITY: &str = "node(s) didn't satisfy existing pods anti-affinity rules";
+pub const ERR_EXISTING_ANTI_AFFINITY: &str =
+    "node(s) didn't satisfy existing pods anti-affinity rules";
 /// Upstream `ErrReasonAffinityRulesNotMatch`.
 pub const ERR_AFFINITY: &str = "node(s) didn't match pod affinity rules";
 /// Upstream `ErrReasonAntiAffinityRulesNotMatch`.
@@ -37,7 +38,8 @@ impl AffinityTerm {
     pub fn new(term: &PodAffinityTerm, own_ns: &str) -> AffinityTerm {
         let mut namespaces = term.namespaces.clone().unwrap_or_default();
         let all_namespaces = term.namespace_selector.as_ref().is_some_and(|s| {
-            s.match_labels.as_ref().is_none_or(|m| m.is_empty()) && s.match_expressions.as_ref().is_none_or(|e| e.is_empty())
+            s.match_labels.as_ref().is_none_or(|m| m.is_empty())
+                && s.match_expressions.as_ref().is_none_or(|e| e.is_empty())
         });
         if namespaces.is_empty() && term.namespace_selector.is_none() {
             namespaces.push(own_ns.to_string());
@@ -52,7 +54,8 @@ impl AffinityTerm {
 
     /// Whether a pod in `namespace` with `labels` is one the term is about.
     pub fn matches(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
-        (self.all_namespaces || self.namespaces.iter().any(|n| n == namespace)) && self.selector.matches(labels)
+        (self.all_namespaces || self.namespaces.iter().any(|n| n == namespace))
+            && self.selector.matches(labels)
     }
 }
 
@@ -70,18 +73,34 @@ pub struct PreState {
 }
 
 fn terms(pod: &Pod, anti: bool, ns: &str) -> Vec<AffinityTerm> {
-    let Some(a) = pod.spec.as_ref().and_then(|s| s.affinity.as_ref()) else { return Vec::new() };
-    let raw = if anti {
-        a.pod_anti_affinity.as_ref().and_then(|p| p.required_during_scheduling_ignored_during_execution.as_ref())
-    } else {
-        a.pod_affinity.as_ref().and_then(|p| p.required_during_scheduling_ignored_during_execution.as_ref())
+    let Some(a) = pod.spec.as_ref().and_then(|s| s.affinity.as_ref()) else {
+        return Vec::new();
     };
-    raw.iter().flat_map(|v| v.iter()).map(|t| AffinityTerm::new(t, ns)).collect()
+    let raw = if anti {
+        a.pod_anti_affinity.as_ref().and_then(|p| {
+            p.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+    } else {
+        a.pod_affinity.as_ref().and_then(|p| {
+            p.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+    };
+    raw.iter()
+        .flat_map(|v| v.iter())
+        .map(|t| AffinityTerm::new(t, ns))
+        .collect()
 }
 
 /// PreFilter: `None` when neither the pod nor any placed pod has required (anti-)affinity, so
 /// the filter costs nothing.
-pub fn pre_filter(pod: &Pod, namespace: &str, labels: &BTreeMap<String, String>, snapshot: &Snapshot) -> Option<PreState> {
+pub fn pre_filter(
+    pod: &Pod,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+    snapshot: &Snapshot,
+) -> Option<PreState> {
     let affinity = terms(pod, false, namespace);
     let anti_affinity = terms(pod, true, namespace);
     let existing = snapshot.pods_with_required_anti_affinity() > 0;
@@ -89,17 +108,28 @@ pub fn pre_filter(pod: &Pod, namespace: &str, labels: &BTreeMap<String, String>,
         return None;
     }
     let mut st = PreState {
-        self_matches_all_affinity: !affinity.is_empty() && affinity.iter().all(|t| t.matches(namespace, labels)),
+        self_matches_all_affinity: !affinity.is_empty()
+            && affinity.iter().all(|t| t.matches(namespace, labels)),
         affinity,
         anti_affinity,
         ..PreState::default()
     };
     for node in snapshot.nodes() {
         if existing && node.pods_with_required_anti_affinity > 0 {
-            for p in node.pods.iter().filter(|p| !p.required_anti_affinity.is_empty()) {
-                for t in p.required_anti_affinity.iter().filter(|t| t.matches(namespace, labels)) {
+            for p in node
+                .pods
+                .iter()
+                .filter(|p| !p.required_anti_affinity.is_empty())
+            {
+                for t in p
+                    .required_anti_affinity
+                    .iter()
+                    .filter(|t| t.matches(namespace, labels))
+                {
                     if let Some(v) = node.labels.get(&t.topology_key) {
-                        *st.existing_anti_affinity_counts.entry((t.topology_key.clone(), v.clone())).or_insert(0) += 1;
+                        *st.existing_anti_affinity_counts
+                            .entry((t.topology_key.clone(), v.clone()))
+                            .or_insert(0) += 1;
                     }
                 }
             }
@@ -108,16 +138,29 @@ pub fn pre_filter(pod: &Pod, namespace: &str, labels: &BTreeMap<String, String>,
             continue;
         }
         for p in &node.pods {
-            if !st.affinity.is_empty() && st.affinity.iter().all(|t| t.matches(&p.namespace, &p.labels)) {
+            if !st.affinity.is_empty()
+                && st
+                    .affinity
+                    .iter()
+                    .all(|t| t.matches(&p.namespace, &p.labels))
+            {
                 for t in &st.affinity {
                     if let Some(v) = node.labels.get(&t.topology_key) {
-                        *st.affinity_counts.entry((t.topology_key.clone(), v.clone())).or_insert(0) += 1;
+                        *st.affinity_counts
+                            .entry((t.topology_key.clone(), v.clone()))
+                            .or_insert(0) += 1;
                     }
                 }
             }
-            for t in st.anti_affinity.iter().filter(|t| t.matches(&p.namespace, &p.labels)) {
+            for t in st
+                .anti_affinity
+                .iter()
+                .filter(|t| t.matches(&p.namespace, &p.labels))
+            {
                 if let Some(v) = node.labels.get(&t.topology_key) {
-                    *st.anti_affinity_counts.entry((t.topology_key.clone(), v.clone())).or_insert(0) += 1;
+                    *st.anti_affinity_counts
+                        .entry((t.topology_key.clone(), v.clone()))
+                        .or_insert(0) += 1;
                 }
             }
         }
@@ -127,18 +170,26 @@ pub fn pre_filter(pod: &Pod, namespace: &str, labels: &BTreeMap<String, String>,
 
 fn count(map: &HashMap<TopologyPair, i64>, key: &str, value: &str) -> i64 {
     // Lookups by borrowed pair without allocating: scan (the maps hold one entry per domain).
-    map.iter().filter(|((k, v), _)| k == key && v == value).map(|(_, c)| *c).sum()
+    map.iter()
+        .filter(|((k, v), _)| k == key && v == value)
+        .map(|(_, c)| *c)
+        .sum()
 }
 
 /// Filter.
 pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
-    let Some(st) = cs.inter_pod.as_ref() else { return Ok(()) };
+    let Some(st) = cs.inter_pod.as_ref() else {
+        return Ok(());
+    };
     let existing_blocks = st
         .existing_anti_affinity_counts
         .iter()
         .any(|((k, v), c)| *c > 0 && node.labels.get(k) == Some(v));
     if existing_blocks {
-        return Err(Rejection::Reason(ERR_EXISTING_ANTI_AFFINITY, Code::Unschedulable));
+        return Err(Rejection::Reason(
+            ERR_EXISTING_ANTI_AFFINITY,
+            Code::Unschedulable,
+        ));
     }
     if !st.affinity.is_empty() {
         let mut pods_exist = true;
@@ -149,12 +200,20 @@ pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
                         pods_exist = false;
                     }
                 }
-                None => return Err(Rejection::Reason(ERR_AFFINITY, Code::UnschedulableAndUnresolvable)),
+                None => {
+                    return Err(Rejection::Reason(
+                        ERR_AFFINITY,
+                        Code::UnschedulableAndUnresolvable,
+                    ));
+                }
             }
         }
         let first_of_its_kind = st.affinity_counts.is_empty() && st.self_matches_all_affinity;
         if !pods_exist && !first_of_its_kind {
-            return Err(Rejection::Reason(ERR_AFFINITY, Code::UnschedulableAndUnresolvable));
+            return Err(Rejection::Reason(
+                ERR_AFFINITY,
+                Code::UnschedulableAndUnresolvable,
+            ));
         }
     }
     for t in &st.anti_affinity {

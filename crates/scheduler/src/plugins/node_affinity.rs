@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm};
+use k8s_openapi::api::core::v1::{
+    NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm,
+};
 
 use crate::framework::{Code, CycleState, Rejection};
 use crate::snapshot::NodeInfo;
@@ -26,14 +28,27 @@ pub struct NodeAffinity<'a> {
 impl<'a> NodeAffinity<'a> {
     /// Reads the pod's selector and affinity.
     pub fn of(spec: Option<&'a k8s_openapi::api::core::v1::PodSpec>) -> NodeAffinity<'a> {
-        let Some(spec) = spec else { return NodeAffinity::default() };
-        let na = spec.affinity.as_ref().and_then(|a| a.node_affinity.as_ref());
+        let Some(spec) = spec else {
+            return NodeAffinity::default();
+        };
+        let na = spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref());
         NodeAffinity {
             node_selector: spec.node_selector.as_ref(),
             required: na
-                .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+                .and_then(|n| {
+                    n.required_during_scheduling_ignored_during_execution
+                        .as_ref()
+                })
                 .map(|r| r.node_selector_terms.as_slice()),
-            preferred: na.and_then(|n| n.preferred_during_scheduling_ignored_during_execution.as_deref()).unwrap_or_default(),
+            preferred: na
+                .and_then(|n| {
+                    n.preferred_during_scheduling_ignored_during_execution
+                        .as_deref()
+                })
+                .unwrap_or_default(),
         }
     }
 
@@ -60,8 +75,12 @@ pub fn term_matches(term: &NodeSelectorTerm, node: &NodeInfo) -> bool {
     if exprs.is_empty() && fields.is_empty() {
         return false;
     }
-    exprs.iter().all(|r| requirement_matches(r, node.labels.get(&r.key).map(String::as_str)))
-        && fields.iter().all(|r| r.key == "metadata.name" && requirement_matches(r, Some(&node.name)))
+    exprs
+        .iter()
+        .all(|r| requirement_matches(r, node.labels.get(&r.key).map(String::as_str)))
+        && fields
+            .iter()
+            .all(|r| r.key == "metadata.name" && requirement_matches(r, Some(&node.name)))
 }
 
 fn requirement_matches(r: &NodeSelectorRequirement, value: Option<&str>) -> bool {
@@ -72,8 +91,12 @@ fn requirement_matches(r: &NodeSelectorRequirement, value: Option<&str>) -> bool
         "Exists" => value.is_some(),
         "DoesNotExist" => value.is_none(),
         op @ ("Gt" | "Lt") => {
-            let (Some(v), [bound]) = (value, values) else { return false };
-            let (Ok(v), Ok(bound)) = (v.parse::<i64>(), bound.parse::<i64>()) else { return false };
+            let (Some(v), [bound]) = (value, values) else {
+                return false;
+            };
+            let (Ok(v), Ok(bound)) = (v.parse::<i64>(), bound.parse::<i64>()) else {
+                return false;
+            };
             if op == "Gt" { v > bound } else { v < bound }
         }
         _ => false,
@@ -85,7 +108,10 @@ pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
     if cs.node_affinity.matches(node) {
         Ok(())
     } else {
-        Err(Rejection::Reason(ERR_REASON_POD, Code::UnschedulableAndUnresolvable))
+        Err(Rejection::Reason(
+            ERR_REASON_POD,
+            Code::UnschedulableAndUnresolvable,
+        ))
     }
 }
 

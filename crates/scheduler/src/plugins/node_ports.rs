@@ -29,15 +29,25 @@ impl HostPort {
 /// The host ports of a pod's containers (init containers excluded, as upstream), defaulting the
 /// protocol to TCP and the IP to `0.0.0.0`.
 pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
-    let Some(spec) = pod.spec.as_ref() else { return Vec::new() };
+    let Some(spec) = pod.spec.as_ref() else {
+        return Vec::new();
+    };
     spec.containers
         .iter()
         .flat_map(|c| c.ports.iter().flatten())
         .filter_map(|p| {
             let port = p.host_port.filter(|hp| *hp > 0)?;
             Some(HostPort {
-                protocol: p.protocol.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| "TCP".into()),
-                ip: p.host_ip.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| "0.0.0.0".into()),
+                protocol: p
+                    .protocol
+                    .clone()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "TCP".into()),
+                ip: p
+                    .host_ip
+                    .clone()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "0.0.0.0".into()),
                 port,
             })
         })
@@ -46,6 +56,13 @@ pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
 
 /// Filter.
 pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
-    let clash = cs.host_ports.iter().any(|want| node.used_ports.iter().any(|used| used.conflicts(want)));
-    if clash { Err(Rejection::Reason(ERR_REASON, Code::Unschedulable)) } else { Ok(()) }
+    let clash = cs
+        .host_ports
+        .iter()
+        .any(|want| node.used_ports.iter().any(|used| used.conflicts(want)));
+    if clash {
+        Err(Rejection::Reason(ERR_REASON, Code::Unschedulable))
+    } else {
+        Ok(())
+    }
 }

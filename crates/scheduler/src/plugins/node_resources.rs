@@ -41,13 +41,17 @@ impl Insufficient {
 
 /// Filter (upstream `fitsRequest`).
 pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
-    let mut ins = Insufficient { pods: node.pods.len() as i64 + 1 > node.allowed_pods, ..Insufficient::default() };
+    let mut ins = Insufficient {
+        pods: node.pods.len() as i64 + 1 > node.allowed_pods,
+        ..Insufficient::default()
+    };
     let req = &cs.requests;
     if !req.is_zero() {
         let (alloc, used) = (&node.allocatable, &node.requested);
         ins.cpu = req.milli_cpu > 0 && alloc.milli_cpu < req.milli_cpu + used.milli_cpu;
         ins.memory = req.memory > 0 && alloc.memory < req.memory + used.memory;
-        ins.ephemeral_storage = req.ephemeral_storage > 0 && alloc.ephemeral_storage < req.ephemeral_storage + used.ephemeral_storage;
+        ins.ephemeral_storage = req.ephemeral_storage > 0
+            && alloc.ephemeral_storage < req.ephemeral_storage + used.ephemeral_storage;
         for (name, want) in req.scalar.iter().filter(|(_, v)| **v > 0) {
             let have = alloc.scalar.get(name).copied().unwrap_or(0);
             let used = used.scalar.get(name).copied().unwrap_or(0);
@@ -56,13 +60,23 @@ pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
             }
         }
     }
-    if ins == Insufficient::default() { Ok(()) } else { Err(Rejection::Insufficient(ins)) }
+    if ins == Insufficient::default() {
+        Ok(())
+    } else {
+        Err(Rejection::Insufficient(ins))
+    }
 }
 
 fn fractions(cs: &CycleState<'_>, node: &NodeInfo) -> [(i64, i64); 2] {
     [
-        (node.non_zero_requested.0 + cs.non_zero.0, node.allocatable.milli_cpu),
-        (node.non_zero_requested.1 + cs.non_zero.1, node.allocatable.memory),
+        (
+            node.non_zero_requested.0 + cs.non_zero.0,
+            node.allocatable.milli_cpu,
+        ),
+        (
+            node.non_zero_requested.1 + cs.non_zero.1,
+            node.allocatable.memory,
+        ),
     ]
 }
 
@@ -81,7 +95,13 @@ pub fn least_allocated(cs: &CycleState<'_>, node: &NodeInfo) -> i64 {
 /// BalancedAllocation score (0–100): `(1 − std-dev of the CPU and memory utilisation) × 100`, so
 /// nodes whose resources fill evenly are preferred.
 pub fn balanced_allocation(cs: &CycleState<'_>, node: &NodeInfo) -> i64 {
-    let [cpu, mem] = fractions(cs, node).map(|(r, c)| if c > 0 { (r as f64 / c as f64).min(1.0) } else { 1.0 });
+    let [cpu, mem] = fractions(cs, node).map(|(r, c)| {
+        if c > 0 {
+            (r as f64 / c as f64).min(1.0)
+        } else {
+            1.0
+        }
+    });
     let std = ((cpu - mem) / 2.0).abs();
     ((1.0 - std) * 100.0) as i64
 }

@@ -18,9 +18,16 @@ pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
     if !node.unschedulable {
         return Ok(());
     }
-    let taint = Taint { key: TAINT_UNSCHEDULABLE.into(), effect: "NoSchedule".into(), ..Taint::default() };
+    let taint = Taint {
+        key: TAINT_UNSCHEDULABLE.into(),
+        effect: "NoSchedule".into(),
+        ..Taint::default()
+    };
     if cs.tolerations.iter().any(|t| tolerates(t, &taint)) {
         return Ok(());
     }
-    Err(Rejection::Reason(ERR_REASON, Code::UnschedulableAndUnresolvable))
+    Err(Rejection::Reason(
+        ERR_REASON,
+        Code::UnschedulableAndUnresolvable,
+    ))
 }

@@ -9,19 +9,32 @@ use crate::snapshot::NodeInfo;
 
 /// Filter: the node's OS must be the pod's.
 pub fn filter_os(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
-    if node.os == cs.os { Ok(()) } else { Err(Rejection::WrongOs) }
+    if node.os == cs.os {
+        Ok(())
+    } else {
+        Err(Rejection::WrongOs)
+    }
 }
 
 /// The refusal: `node(s) run linux, pod requires windows (spec.os.name)`.
 pub fn os_reason(cs: &CycleState<'_>, node: &NodeInfo) -> String {
-    format!("node(s) run {}, pod requires {} ({})", node.os, cs.os, cs.os_source)
+    format!(
+        "node(s) run {}, pod requires {} ({})",
+        node.os, cs.os, cs.os_source
+    )
 }
 
 /// Filter: every image that names a Windows build must run on the node's build. Nodes without
 /// a `node.kubernetes.io/windows-build` label are not judged.
 pub fn filter_build(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
-    let Some(host) = node.windows_build else { return Ok(()) };
-    match cs.image_builds.iter().position(|(_, b)| !process_isolation_compatible(host, *b)) {
+    let Some(host) = node.windows_build else {
+        return Ok(());
+    };
+    match cs
+        .image_builds
+        .iter()
+        .position(|(_, b)| !process_isolation_compatible(host, *b))
+    {
         Some(i) => Err(Rejection::WrongBuild(i)),
         None => Ok(()),
     }
@@ -29,10 +42,15 @@ pub fn filter_build(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejectio
 
 /// The refusal: `node(s) run Windows build 10.0.20348, image … needs 10.0.17763 (process isolation)`.
 pub fn build_reason(cs: &CycleState<'_>, node: &NodeInfo, image: usize) -> String {
-    let host = node.windows_build.map(|b| b.to_string()).unwrap_or_default();
+    let host = node
+        .windows_build
+        .map(|b| b.to_string())
+        .unwrap_or_default();
     match cs.image_builds.get(image) {
         Some((name, build)) => {
-            format!("node(s) run Windows build {host}, image {name} needs {build} (process isolation)")
+            format!(
+                "node(s) run Windows build {host}, image {name} needs {build} (process isolation)"
+            )
         }
         None => format!("node(s) run Windows build {host}, incompatible with the pod's images"),
     }

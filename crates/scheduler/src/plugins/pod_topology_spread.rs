@@ -17,7 +17,8 @@ use crate::snapshot::{NodeInfo, Snapshot};
 /// Upstream `ErrReasonConstraintsNotMatch`.
 pub const ERR_CONSTRAINTS: &str = "node(s) didn't match pod topology spread constraints";
 /// Upstream `ErrReasonNodeLabelNotMatch`.
-pub const ERR_MISSING_LABEL: &str = "node(s) didn't match pod topology spread constraints (missing required label)";
+pub const ERR_MISSING_LABEL: &str =
+    "node(s) didn't match pod topology spread constraints (missing required label)";
 
 #[derive(Debug)]
 struct Constraint {
@@ -65,27 +66,46 @@ pub fn pre_filter(
         return None;
     }
     for node in snapshot.nodes() {
-        if !affinity.matches(node) || !constraints.iter().all(|c| node.labels.contains_key(&c.topology_key)) {
+        if !affinity.matches(node)
+            || !constraints
+                .iter()
+                .all(|c| node.labels.contains_key(&c.topology_key))
+        {
             continue;
         }
         for c in &mut constraints {
-            let Some(v) = node.labels.get(&c.topology_key) else { continue };
-            let matching = node.pods.iter().filter(|p| p.namespace == namespace && c.selector.matches(&p.labels)).count();
+            let Some(v) = node.labels.get(&c.topology_key) else {
+                continue;
+            };
+            let matching = node
+                .pods
+                .iter()
+                .filter(|p| p.namespace == namespace && c.selector.matches(&p.labels))
+                .count();
             *c.counts.entry(v.clone()).or_insert(0) += matching as i64;
         }
     }
     for c in &mut constraints {
-        c.min = if c.counts.len() < c.min_domains { 0 } else { c.counts.values().copied().min().unwrap_or(0) };
+        c.min = if c.counts.len() < c.min_domains {
+            0
+        } else {
+            c.counts.values().copied().min().unwrap_or(0)
+        };
     }
     Some(PreState { constraints })
 }
 
 /// Filter.
 pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
-    let Some(st) = cs.spread.as_ref() else { return Ok(()) };
+    let Some(st) = cs.spread.as_ref() else {
+        return Ok(());
+    };
     for c in &st.constraints {
         let Some(v) = node.labels.get(&c.topology_key) else {
-            return Err(Rejection::Reason(ERR_MISSING_LABEL, Code::UnschedulableAndUnresolvable));
+            return Err(Rejection::Reason(
+                ERR_MISSING_LABEL,
+                Code::UnschedulableAndUnresolvable,
+            ));
         };
         let here = c.counts.get(v).copied().unwrap_or(0);
         if here + i64::from(c.self_match) - c.min > c.max_skew {

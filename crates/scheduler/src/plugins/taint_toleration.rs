@@ -43,19 +43,30 @@ pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
 
 /// The upstream message for an untolerated taint.
 pub fn reason(taint: &Taint) -> String {
-    format!("node(s) had untolerated taint {{{}: {}}}", taint.key, taint.value.as_deref().unwrap_or(""))
+    format!(
+        "node(s) had untolerated taint {{{}: {}}}",
+        taint.key,
+        taint.value.as_deref().unwrap_or("")
+    )
 }
 
 /// Score (raw): how many `PreferNoSchedule` taints the pod does not tolerate; normalised in
 /// reverse (fewer is better).
 pub fn score(cs: &CycleState<'_>, node: &NodeInfo) -> i64 {
-    let prefer: Vec<&Toleration> = cs
-        .tolerations
-        .iter()
-        .filter(|t| t.effect.as_deref().is_none_or(|e| e.is_empty() || e == "PreferNoSchedule"))
-        .collect();
+    let prefer = |t: &&Toleration| {
+        t.effect
+            .as_deref()
+            .is_none_or(|e| e.is_empty() || e == "PreferNoSchedule")
+    };
     node.taints
         .iter()
-        .filter(|taint| taint.effect == "PreferNoSchedule" && !prefer.iter().any(|t| tolerates(t, taint)))
+        .filter(|taint| {
+            taint.effect == "PreferNoSchedule"
+                && !cs
+                    .tolerations
+                    .iter()
+                    .filter(prefer)
+                    .any(|t| tolerates(t, taint))
+        })
         .count() as i64
 }
