@@ -45,7 +45,9 @@ pub struct Parsed {
     pub time_zone: Option<TimeZone>,
 }
 
-const MONTHS: &[&str] = &["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+const MONTHS: &[&str] = &[
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+];
 const DAYS: &[&str] = &["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
 
 fn value(s: &str, names: &[&str], offset: u32) -> Result<u32, CronError> {
@@ -58,14 +60,23 @@ fn value(s: &str, names: &[&str], offset: u32) -> Result<u32, CronError> {
 }
 
 /// One field (`getField`): returns the bit set and whether it was a plain `*`/`?`.
-fn field(expr: &str, min: u32, max: u32, names: &[&str], offset: u32) -> Result<(u64, bool), CronError> {
+fn field(
+    expr: &str,
+    min: u32,
+    max: u32,
+    names: &[&str],
+    offset: u32,
+) -> Result<(u64, bool), CronError> {
     let mut bits = 0u64;
     let mut star = false;
     for part in expr.split(',') {
         let (range, step) = match part.split_once('/') {
             Some((r, s)) => (
                 r,
-                Some(s.parse::<u32>().map_err(|_| CronError(format!("failed to parse int from {s}")))?),
+                Some(
+                    s.parse::<u32>()
+                        .map_err(|_| CronError(format!("failed to parse int from {s}")))?,
+                ),
             ),
             None => (part, None),
         };
@@ -79,7 +90,9 @@ fn field(expr: &str, min: u32, max: u32, names: &[&str], offset: u32) -> Result<
         };
         if let Some(step) = step {
             if step == 0 {
-                return Err(CronError(format!("step of range should be a positive number: {part}")));
+                return Err(CronError(format!(
+                    "step of range should be a positive number: {part}"
+                )));
             }
             if !is_star && !range.contains('-') {
                 hi = max;
@@ -92,13 +105,19 @@ fn field(expr: &str, min: u32, max: u32, names: &[&str], offset: u32) -> Result<
             }
         }
         if lo < min {
-            return Err(CronError(format!("beginning of range ({lo}) below minimum ({min}): {part}")));
+            return Err(CronError(format!(
+                "beginning of range ({lo}) below minimum ({min}): {part}"
+            )));
         }
         if hi > max {
-            return Err(CronError(format!("end of range ({hi}) above maximum ({max}): {part}")));
+            return Err(CronError(format!(
+                "end of range ({hi}) above maximum ({max}): {part}"
+            )));
         }
         if lo > hi {
-            return Err(CronError(format!("beginning of range ({lo}) beyond end of range ({hi}): {part}")));
+            return Err(CronError(format!(
+                "beginning of range ({lo}) beyond end of range ({hi}): {part}"
+            )));
         }
         let step = step.unwrap_or(1);
         let mut v = lo;
@@ -118,10 +137,14 @@ fn parse_duration(s: &str) -> Option<Duration> {
         return None;
     }
     while !rest.is_empty() {
-        let n = rest.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(rest.len());
+        let n = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(rest.len());
         let num: f64 = rest[..n].parse().ok()?;
         rest = &rest[n..];
-        let u = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let u = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let scale = match &rest[..u] {
             "h" => 3600.0,
             "m" => 60.0,
@@ -143,11 +166,15 @@ pub fn parse(spec: &str) -> Result<Parsed, CronError> {
     let mut time_zone = None;
     if spec.starts_with("TZ=") || spec.starts_with("CRON_TZ=") {
         let i = spec.find(' ').unwrap_or(spec.len());
-        let name = spec[..i].split_once('=').map(|(_, l)| l).unwrap_or_default();
-        time_zone = Some(
-            TimeZone::get(name)
-                .map_err(|_| CronError(format!("provided bad location {name}: unknown time zone {name}")))?,
-        );
+        let name = spec[..i]
+            .split_once('=')
+            .map(|(_, l)| l)
+            .unwrap_or_default();
+        time_zone = Some(TimeZone::get(name).map_err(|_| {
+            CronError(format!(
+                "provided bad location {name}: unknown time zone {name}"
+            ))
+        })?);
         spec = spec[i..].trim();
     }
     let fields: Vec<&str> = if let Some(d) = spec.strip_prefix('@') {
@@ -242,7 +269,9 @@ impl Schedule {
                     if dt <= local.with().second(0).subsec_nanosecond(0).build().ok()? {
                         continue;
                     }
-                    let Ok(z) = tz.to_ambiguous_zoned(dt).compatible() else { continue };
+                    let Ok(z) = tz.to_ambiguous_zoned(dt).compatible() else {
+                        continue;
+                    };
                     if z.timestamp() > after {
                         return Some(z.timestamp());
                     }
@@ -269,33 +298,75 @@ mod tests {
 
     #[test]
     fn standard_fields_and_descriptors_give_the_next_time() {
-        assert_eq!(next("*/15 * * * *", "2024-01-01T10:07:30Z", "UTC").as_deref(), Some("2024-01-01T10:15:00Z"));
-        assert_eq!(next("@hourly", "2024-01-01T10:00:00Z", "UTC").as_deref(), Some("2024-01-01T11:00:00Z"));
-        assert_eq!(next("0 0 1 JAN *", "2024-03-01T00:00:00Z", "UTC").as_deref(), Some("2025-01-01T00:00:00Z"));
-        assert_eq!(next("30 9 * * mon-fri", "2024-01-06T00:00:00Z", "UTC").as_deref(), Some("2024-01-08T09:30:00Z"));
-        assert_eq!(next("@every 90m", "2024-01-01T10:00:00Z", "UTC").as_deref(), Some("2024-01-01T11:30:00Z"));
+        assert_eq!(
+            next("*/15 * * * *", "2024-01-01T10:07:30Z", "UTC").as_deref(),
+            Some("2024-01-01T10:15:00Z")
+        );
+        assert_eq!(
+            next("@hourly", "2024-01-01T10:00:00Z", "UTC").as_deref(),
+            Some("2024-01-01T11:00:00Z")
+        );
+        assert_eq!(
+            next("0 0 1 JAN *", "2024-03-01T00:00:00Z", "UTC").as_deref(),
+            Some("2025-01-01T00:00:00Z")
+        );
+        assert_eq!(
+            next("30 9 * * mon-fri", "2024-01-06T00:00:00Z", "UTC").as_deref(),
+            Some("2024-01-08T09:30:00Z")
+        );
+        assert_eq!(
+            next("@every 90m", "2024-01-01T10:00:00Z", "UTC").as_deref(),
+            Some("2024-01-01T11:30:00Z")
+        );
         assert_eq!(next("0 0 30 2 *", "2024-01-01T00:00:00Z", "UTC"), None);
     }
 
     #[test]
     fn restricted_day_of_month_and_week_match_either() {
         // The 15th or any Monday: 2024-01-08 is a Monday before the 15th.
-        assert_eq!(next("0 0 15 * 1", "2024-01-02T00:00:00Z", "UTC").as_deref(), Some("2024-01-08T00:00:00Z"));
+        assert_eq!(
+            next("0 0 15 * 1", "2024-01-02T00:00:00Z", "UTC").as_deref(),
+            Some("2024-01-08T00:00:00Z")
+        );
         // With a star in day-of-month, only Mondays.
-        assert_eq!(next("0 0 * * 1", "2024-01-02T00:00:00Z", "UTC").as_deref(), Some("2024-01-08T00:00:00Z"));
+        assert_eq!(
+            next("0 0 * * 1", "2024-01-02T00:00:00Z", "UTC").as_deref(),
+            Some("2024-01-08T00:00:00Z")
+        );
     }
 
     #[test]
     fn schedules_are_evaluated_in_their_time_zone() {
-        assert_eq!(next("0 9 * * *", "2024-01-01T12:00:00Z", "Asia/Tokyo").as_deref(), Some("2024-01-02T00:00:00Z"));
-        assert_eq!(next("TZ=America/New_York 0 9 * * *", "2024-07-01T00:00:00Z", "UTC").map(|_| ()), Some(()));
+        assert_eq!(
+            next("0 9 * * *", "2024-01-01T12:00:00Z", "Asia/Tokyo").as_deref(),
+            Some("2024-01-02T00:00:00Z")
+        );
+        assert_eq!(
+            next(
+                "TZ=America/New_York 0 9 * * *",
+                "2024-07-01T00:00:00Z",
+                "UTC"
+            )
+            .map(|_| ()),
+            Some(())
+        );
         // 02:30 does not exist on 2024-03-10 in New York; it runs at 03:30 EDT (07:30Z).
-        assert_eq!(next("30 2 * * *", "2024-03-10T05:00:00Z", "America/New_York").as_deref(), Some("2024-03-10T07:30:00Z"));
+        assert_eq!(
+            next("30 2 * * *", "2024-03-10T05:00:00Z", "America/New_York").as_deref(),
+            Some("2024-03-10T07:30:00Z")
+        );
     }
 
     #[test]
     fn invalid_schedules_are_refused() {
-        for bad in ["* * * *", "60 * * * *", "* * * * 7", "@fortnightly", "*/0 * * * *", "TZ=Nowhere/City * * * * *"] {
+        for bad in [
+            "* * * *",
+            "60 * * * *",
+            "* * * * 7",
+            "@fortnightly",
+            "*/0 * * * *",
+            "TZ=Nowhere/City * * * * *",
+        ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
     }

@@ -2,9 +2,11 @@
 //! as upstream's kube-controller-manager runs them, so they work in-process (`tandem up`/`server`)
 //! or in a separate process against any tandem or Kubernetes API server.
 
+pub mod bench;
 pub mod clock;
 pub mod cron_schedule;
 pub mod controller_utils;
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod dynamic;
@@ -20,6 +22,7 @@ pub mod replicaset;
 pub mod replication_controller;
 pub mod serviceaccount;
 pub mod statefulset;
+pub mod windows_endpoint_limit;
 pub mod workqueue;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -51,6 +54,8 @@ pub fn start_all(client: kube::Client, registry: Registry) {
     ));
     tokio::spawn(job::run(client.clone(), pods.clone()));
     tokio::spawn(statefulset::run(client.clone(), pods.clone()));
+    tokio::spawn(cronjob::run(client.clone(), cronjob::CronJobOptions::default()));
     tokio::spawn(replication_controller::run(client.clone(), pods.clone()));
+    tokio::spawn(windows_endpoint_limit::run(client.clone(), pods.clone(), nodes));
     tokio::spawn(endpointslice::run(client, pods));
 }

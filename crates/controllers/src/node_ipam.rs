@@ -174,9 +174,7 @@ impl Allocator {
             // Outside the cluster CIDR: not ours to track.
             return;
         }
-        if self.cidrs.occupy(&cidr) {
-            self.held.insert(name, cidr);
-        } else if !self.held.values().any(|c| *c == cidr) {
+        if self.cidrs.occupy(&cidr) || !self.held.values().any(|c| *c == cidr) {
             self.held.insert(name, cidr);
         } else {
             tracing::warn!(node = %name, cidr = %cidr, "pod CIDR already used by another node");
@@ -186,7 +184,9 @@ impl Allocator {
                 node,
                 EventType::Warning,
                 "CIDRNotAvailable",
-                &format!("Node {name} has pod CIDR {cidr}, which is already assigned to another node"),
+                &format!(
+                    "Node {name} has pod CIDR {cidr}, which is already assigned to another node"
+                ),
             )
             .await;
         }
@@ -237,10 +237,10 @@ impl Allocator {
     }
 
     fn forget(&mut self, node: &Node) {
-        if let Some(cidr) = self.held.remove(&node.name_any()) {
-            if !self.held.values().any(|c| *c == cidr) {
-                self.cidrs.release(&cidr);
-            }
+        if let Some(cidr) = self.held.remove(&node.name_any())
+            && !self.held.values().any(|c| *c == cidr)
+        {
+            self.cidrs.release(&cidr);
         }
     }
 }

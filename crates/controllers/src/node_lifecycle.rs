@@ -48,7 +48,8 @@ pub const REASON_UNKNOWN: &str = "NodeStatusUnknown";
 /// Message of conditions set to `Unknown` because the node went silent.
 pub const MESSAGE_UNKNOWN: &str = "Kubelet stopped posting node status.";
 /// The conditions the controller sets to `Unknown` (upstream `nodeConditionTypes` plus `Ready`).
-pub const MONITORED_CONDITIONS: &[&str] = &["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
+pub const MONITORED_CONDITIONS: &[&str] =
+    &["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
 
 const COMPONENT: &str = "node-controller";
 
@@ -134,9 +135,13 @@ async fn monitor_node_health(
     for node in current {
         let name = node.name_any();
         let heartbeat = condition(&node, "Ready").and_then(|c| c.last_heartbeat_time.clone());
-        let renew = leases
-            .get(NODE_LEASE_NAMESPACE, &name)
-            .and_then(|l| l.spec.as_ref()?.renew_time.as_ref().map(|t| t.0.to_string()));
+        let renew = leases.get(NODE_LEASE_NAMESPACE, &name).and_then(|l| {
+            l.spec
+                .as_ref()?
+                .renew_time
+                .as_ref()
+                .map(|t| t.0.to_string())
+        });
         let h = health.entry(name.clone()).or_insert_with(|| Health {
             probe: now,
             ready_heartbeat: heartbeat.clone(),
@@ -152,7 +157,10 @@ async fn monitor_node_health(
         if silent && mark_unknown(&mut node, now) {
             tracing::info!(node = %name, "node stopped posting status; marking it Unknown");
             let api: Api<Node> = Api::all(client.clone());
-            match api.replace_status(&name, &PostParams::default(), &node).await {
+            match api
+                .replace_status(&name, &PostParams::default(), &node)
+                .await
+            {
                 Ok(n) => {
                     node = n;
                     events::record(
@@ -224,7 +232,11 @@ pub fn desired_taint_key(ready: &str) -> Option<&'static str> {
 
 /// Adds the taints for the node's `Ready` status and removes the stale ones (upstream
 /// `SwapNodeControllerTaint`), with a compare-and-swap on the node's resourceVersion.
-async fn swap_taints(client: &kube::Client, node: &Node, now: Timestamp) -> Result<(), kube::Error> {
+async fn swap_taints(
+    client: &kube::Client,
+    node: &Node,
+    now: Timestamp,
+) -> Result<(), kube::Error> {
     let want = desired_taint_key(ready_status(node));
     let taints = node
         .spec
@@ -288,7 +300,11 @@ pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
 /// When a pod with `tolerations` must leave a node with `taints` (only the `NoExecute` ones
 /// count): `Some(now-or-earlier)` when it does not tolerate one of them, `Some(t)` when its
 /// shortest `tolerationSeconds` runs out at `t`, `None` when it may stay for ever.
-pub fn eviction_time(tolerations: &[Toleration], taints: &[Taint], now: Timestamp) -> Option<Timestamp> {
+pub fn eviction_time(
+    tolerations: &[Toleration],
+    taints: &[Taint],
+    now: Timestamp,
+) -> Option<Timestamp> {
     let mut at: Option<Timestamp> = None;
     for taint in taints.iter().filter(|t| t.effect == "NoExecute") {
         let matching: Vec<&Toleration> =
@@ -339,7 +355,9 @@ async fn evict_pods(
         if pod.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        let Some(spec) = pod.spec.as_ref() else { continue };
+        let Some(spec) = pod.spec.as_ref() else {
+            continue;
+        };
         let Some(taints) = spec.node_name.as_ref().and_then(|n| tainted.get(n)) else {
             continue;
         };
@@ -406,15 +424,24 @@ mod tests {
     fn eviction_waits_for_the_shortest_matching_toleration() {
         let t0 = Timestamp::UNIX_EPOCH;
         let taints = [taint(TAINT_UNREACHABLE, "NoExecute", t0)];
-        let tol = [toleration(TAINT_UNREACHABLE, Some(300)), toleration("", Some(60))];
+        let tol = [
+            toleration(TAINT_UNREACHABLE, Some(300)),
+            toleration("", Some(60)),
+        ];
         assert_eq!(
             eviction_time(&tol, &taints, t0),
             Some(t0 + SignedDuration::from_secs(60))
         );
-        assert_eq!(eviction_time(&[toleration(TAINT_UNREACHABLE, None)], &taints, t0), None);
+        assert_eq!(
+            eviction_time(&[toleration(TAINT_UNREACHABLE, None)], &taints, t0),
+            None
+        );
         assert_eq!(eviction_time(&[], &taints, t0), Some(t0));
         // NoSchedule taints never evict.
-        assert_eq!(eviction_time(&[], &[taint("x", "NoSchedule", t0)], t0), None);
+        assert_eq!(
+            eviction_time(&[], &[taint("x", "NoSchedule", t0)], t0),
+            None
+        );
     }
 
     #[test]

@@ -204,7 +204,8 @@ async fn ensure_claims(ctx: &Ctx, set: &StatefulSet, ordinal: usize) -> Result<(
         if api.get_opt(&name).await?.is_some() {
             continue;
         }
-        let mut labels: BTreeMap<String, String> = claim.metadata.labels.clone().unwrap_or_default();
+        let mut labels: BTreeMap<String, String> =
+            claim.metadata.labels.clone().unwrap_or_default();
         labels.extend(selector_labels.clone());
         let pvc = PersistentVolumeClaim {
             metadata: ObjectMeta {
@@ -243,13 +244,21 @@ async fn revisions(
     revs.sort_by_key(|r| r.revision);
     let spec = set.spec.clone().unwrap_or_default();
     let data = revision_data(&spec.template);
-    if let Some(r) = revs.iter().rev().find(|r| r.data.as_ref().map(|d| &d.0) == Some(&data)) {
+    if let Some(r) = revs
+        .iter()
+        .rev()
+        .find(|r| r.data.as_ref().map(|d| &d.0) == Some(&data))
+    {
         return Ok((revs.clone(), r.name_any()));
     }
     let next = revs.last().map_or(1, |r| r.revision + 1);
     let collision = set.status.as_ref().and_then(|s| s.collision_count);
     let api: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), &ns);
-    let name = format!("{}-{}", set.name_any(), compute_hash(&spec.template, collision));
+    let name = format!(
+        "{}-{}",
+        set.name_any(),
+        compute_hash(&spec.template, collision)
+    );
     let mut labels = spec
         .template
         .metadata
@@ -262,7 +271,12 @@ async fn revisions(
             name: Some(name.clone()),
             namespace: Some(ns.clone()),
             labels: Some(labels),
-            owner_references: Some(vec![controller_ref("apps/v1", "StatefulSet", &set.name_any(), &uid)]),
+            owner_references: Some(vec![controller_ref(
+                "apps/v1",
+                "StatefulSet",
+                &set.name_any(),
+                &uid,
+            )]),
             ..Default::default()
         },
         data: Some(RawExtension(data.clone())),
@@ -288,7 +302,9 @@ async fn revisions(
                         &Patch::Merge(&json!({ "status": { "collisionCount": count } })),
                     )
                     .await?;
-                Err(cu::Error::Retry("controller revision hash collision".into()))
+                Err(cu::Error::Retry(
+                    "controller revision hash collision".into(),
+                ))
             }
         }
         Err(e) => Err(e.into()),
@@ -370,7 +386,7 @@ async fn sync(ctx: &Ctx, key: &str) -> SyncResult {
             condemned.push((*o, p.clone()));
         }
     }
-    condemned.sort_by(|a, b| b.0.cmp(&a.0));
+    condemned.sort_by_key(|c| std::cmp::Reverse(c.0));
 
     let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
     let result = reconcile(
@@ -383,12 +399,32 @@ async fn sync(ctx: &Ctx, key: &str) -> SyncResult {
             current: (&current_revision, &current_template),
             update: (&update_revision, &spec.template),
         },
-        Policy { monotonic, rolling, partition },
+        Policy {
+            monotonic,
+            rolling,
+            partition,
+        },
     )
     .await;
 
-    update_status(ctx, &set, &owned, &current_revision, &update_revision, replicas).await?;
-    truncate_history(ctx, &set, &revs, &owned, &current_revision, &update_revision).await?;
+    update_status(
+        ctx,
+        &set,
+        &owned,
+        &current_revision,
+        &update_revision,
+        replicas,
+    )
+    .await?;
+    truncate_history(
+        ctx,
+        &set,
+        &revs,
+        &owned,
+        &current_revision,
+        &update_revision,
+    )
+    .await?;
     result.map(|()| None)
 }
 
@@ -456,7 +492,10 @@ async fn reconcile(
         return Ok(());
     }
     // Rolling update: one pod at a time from the top, only while every pod is healthy.
-    if slots.iter().any(|s| !s.as_ref().is_some_and(|p| is_healthy(p))) {
+    if slots
+        .iter()
+        .any(|s| !s.as_ref().is_some_and(|p| is_healthy(p)))
+    {
         return Ok(());
     }
     for p in slots.iter().skip(policy.partition).rev().flatten() {
@@ -516,9 +555,14 @@ async fn update_status(
     if unchanged {
         return Ok(());
     }
-    let api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &set.namespace().unwrap_or_default());
+    let api: Api<StatefulSet> =
+        Api::namespaced(ctx.client.clone(), &set.namespace().unwrap_or_default());
     match api
-        .patch_status(&set.name_any(), &PatchParams::default(), &Patch::Merge(&json!({ "status": status })))
+        .patch_status(
+            &set.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "status": status })),
+        )
         .await
     {
         Ok(_) => Ok(()),
@@ -548,7 +592,9 @@ async fn truncate_history(
     };
     let history: Vec<&Arc<ControllerRevision>> =
         revs.iter().filter(|r| !in_use(&r.name_any())).collect();
-    let excess = history.len().saturating_sub(usize::try_from(limit).unwrap_or(0));
+    let excess = history
+        .len()
+        .saturating_sub(usize::try_from(limit).unwrap_or(0));
     let api: Api<ControllerRevision> =
         Api::namespaced(ctx.client.clone(), &set.namespace().unwrap_or_default());
     for r in history.into_iter().take(excess) {

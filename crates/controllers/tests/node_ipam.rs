@@ -43,13 +43,19 @@ async fn nodes_get_distinct_slash_24s_and_existing_ones_are_respected() -> Resul
     assert_eq!(a_list, vec![a.clone()], "podCIDRs mirrors podCIDR");
     let all = [own.clone(), a.clone(), b.clone()];
     for cidr in &all {
-        assert!(cidr.starts_with("10.244.") && cidr.ends_with(".0/24"), "{cidr}");
+        assert!(
+            cidr.starts_with("10.244.") && cidr.ends_with(".0/24"),
+            "{cidr}"
+        );
     }
     assert!(own != a && a != b && own != b, "distinct: {all:?}");
 
     // A deleted node's block is not handed to the next node right away.
     api.delete("a", &DeleteParams::default()).await?;
-    common::wait_for(10, "node a gone", || async { Ok(api.get_opt("a").await?.is_none().then_some(())) }).await?;
+    common::wait_for(10, "node a gone", || async {
+        Ok(api.get_opt("a").await?.is_none().then_some(()))
+    })
+    .await?;
     create_node(&api, "c", None).await?;
     let (cc, _) = cidr_of(&api, "c").await?;
     assert!(!all.contains(&cc), "{cc} reused");

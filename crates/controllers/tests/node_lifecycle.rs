@@ -10,8 +10,8 @@ use anyhow::Result;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tandem_controllers::clock::FakeClock;
 use tandem_controllers::informer::Informer;
@@ -70,10 +70,15 @@ async fn renew_lease(client: &Client, name: &str) -> Result<()> {
     let spec = json!({ "holderIdentity": name, "leaseDurationSeconds": 40,
                        "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(now) });
     if api.get_opt(name).await?.is_some() {
-        api.patch(name, &PatchParams::default(), &Patch::Merge(&json!({ "spec": spec })))
-            .await?;
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": spec })),
+        )
+        .await?;
     } else {
-        let lease: Lease = serde_json::from_value(json!({ "metadata": { "name": name }, "spec": spec }))?;
+        let lease: Lease =
+            serde_json::from_value(json!({ "metadata": { "name": name }, "spec": spec }))?;
         api.create(&PostParams::default(), &lease).await?;
     }
     Ok(())
@@ -93,12 +98,22 @@ fn taint_keys(node: &Node) -> Vec<(String, String, bool)> {
         .collect()
 }
 
-async fn bound_pod(client: &Client, name: &str, node: &str, tolerations: serde_json::Value) -> Result<Pod> {
+async fn bound_pod(
+    client: &Client,
+    name: &str,
+    node: &str,
+    tolerations: serde_json::Value,
+) -> Result<Pod> {
     let mut spec = json!({ "nodeName": node, "containers": [{ "name": "c", "image": "busybox" }] });
     if !tolerations.is_null() {
         spec["tolerations"] = tolerations;
     }
-    common::create(client, "default", json!({ "metadata": { "name": name }, "spec": spec })).await
+    common::create(
+        client,
+        "default",
+        json!({ "metadata": { "name": name }, "spec": spec }),
+    )
+    .await
 }
 
 /// Whether the pod is gone or being deleted.
@@ -136,11 +151,20 @@ async fn node_without_lease_renewal_becomes_unknown_and_unreachable_then_recover
         Ok((ready(&n) == "Unknown" && taint_keys(&n).len() == 2).then_some(n))
     })
     .await?;
-    for c in n.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten() {
+    for c in n
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+    {
         if node_lifecycle::MONITORED_CONDITIONS.contains(&c.type_.as_str()) {
             assert_eq!(c.status, "Unknown", "{}", c.type_);
             assert_eq!(c.reason.as_deref(), Some("NodeStatusUnknown"));
-            assert_eq!(c.message.as_deref(), Some("Kubelet stopped posting node status."));
+            assert_eq!(
+                c.message.as_deref(),
+                Some("Kubelet stopped posting node status.")
+            );
         }
     }
     let mut taints = taint_keys(&n);
@@ -149,7 +173,11 @@ async fn node_without_lease_renewal_becomes_unknown_and_unreachable_then_recover
         taints,
         vec![
             (TAINT_UNREACHABLE.to_string(), "NoExecute".to_string(), true),
-            (TAINT_UNREACHABLE.to_string(), "NoSchedule".to_string(), true),
+            (
+                TAINT_UNREACHABLE.to_string(),
+                "NoSchedule".to_string(),
+                true
+            ),
         ]
     );
 
@@ -169,7 +197,13 @@ async fn pods_on_unreachable_node_are_evicted_when_their_toleration_runs_out() -
     let clock = FakeClock::new(Timestamp::now());
     register(&s.client, "n2").await?;
     // Default tolerations from admission: unreachable for 300 s.
-    bound_pod(&s.client, "default-toleration", "n2", serde_json::Value::Null).await?;
+    bound_pod(
+        &s.client,
+        "default-toleration",
+        "n2",
+        serde_json::Value::Null,
+    )
+    .await?;
     bound_pod(
         &s.client,
         "zero-seconds",
@@ -200,9 +234,15 @@ async fn pods_on_unreachable_node_are_evicted_when_their_toleration_runs_out() -
         "still within its 300 s"
     );
     clock.advance(Duration::from_secs(15));
-    common::wait_for(10, "pod with default toleration evicted after 300 s", || async {
-        Ok(evicted(&s.client, "default-toleration").await?.then_some(()))
-    })
+    common::wait_for(
+        10,
+        "pod with default toleration evicted after 300 s",
+        || async {
+            Ok(evicted(&s.client, "default-toleration")
+                .await?
+                .then_some(()))
+        },
+    )
     .await?;
     assert!(!evicted(&s.client, "forever").await?, "tolerates for ever");
     Ok(())

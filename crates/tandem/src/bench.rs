@@ -18,6 +18,46 @@ pub enum BenchCommand {
     /// API server: concurrent pod creates, a full LIST and watch delivery latency on a fresh
     /// durable SQLite store.
     Api(ApiBench),
+    /// Scheduler: emulated Node objects (4 CPU, 32 GiB, 110 pods; half Linux, half Windows of two
+    /// builds) and pods of mixed OS, through the real API and store; pods/s and create→bind.
+    Scheduler(SchedulerBench),
+    /// Node agents: emulated nodes heartbeating and pods bound to them; startup latency, API
+    /// latency and RSS.
+    Nodes(NodesBench),
+    /// Controllers: one Deployment scaled from 0 to N replicas on emulated nodes, with the
+    /// scheduler and controllers running; time until all pods exist and until all are Ready.
+    Controllers(ControllersBench),
+}
+
+#[derive(Args)]
+pub struct ControllersBench {
+    #[arg(long, default_value_t = 10_000)]
+    replicas: usize,
+    /// Emulated Linux nodes to run the pods (110 pods each).
+    #[arg(long, default_value_t = 100)]
+    nodes: usize,
+}
+
+#[derive(Args)]
+pub struct SchedulerBench {
+    #[arg(long, default_value_t = 5_000)]
+    nodes: usize,
+    #[arg(long, default_value_t = 10_000)]
+    pods: usize,
+}
+
+#[derive(Args)]
+pub struct NodesBench {
+    #[arg(long, default_value_t = 1_000)]
+    nodes: usize,
+    #[arg(long, default_value_t = 30_000)]
+    pods: usize,
+    /// Pod creates in flight at once.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Give up waiting for pods to run after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout_secs: u64,
 }
 
 #[derive(Args)]
@@ -33,7 +73,44 @@ pub struct ApiBench {
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Api(b) => api(b).await,
+        BenchCommand::Scheduler(b) => {
+            let (_dir, _server, client) = bench_server().await?;
+            println!("tandem bench scheduler: {} nodes, {} pods (in-process API server on a durable SQLite store)", b.nodes, b.pods);
+            let report = tandem_scheduler::bench::run_bench(client, b.nodes, b.pods).await.map_err(|e| anyhow::anyhow!("scheduler bench failed: {e}"))?;
+            println!("{report}");
+            Ok(())
+        }
+        BenchCommand::Controllers(b) => {
+            let (_dir, server, client) = bench_server().await?;
+            tandem_controllers::start_all(client.clone(), server.state.registry.clone());
+            tokio::spawn(tandem_scheduler::run(client.clone(), tandem_scheduler::SchedulerOptions::default()));
+            let spec = format!("linux={}", b.nodes);
+            for node in tandem_agent::parse_nodes_spec(&spec).context("invalid node count")? {
+                let client = client.clone();
+                tokio::spawn(async move { tandem_agent::run(client, node).await });
+            }
+            println!("tandem bench controllers: Deployment scaled 0 → {} replicas on {} emulated Linux nodes (scheduler, controllers, agents and API server in this process)", b.replicas, b.nodes);
+            let report = tandem_controllers::bench::bench_deployment_scale(client, b.replicas).await.map_err(|e| anyhow::anyhow!("controllers bench failed: {e}"))?;
+            println!("{report}");
+            Ok(())
+        }
+        BenchCommand::Nodes(b) => {
+            let (_dir, _server, client) = bench_server().await?;
+            println!("tandem bench nodes: {} emulated nodes, {} pods (in-process API server on a durable SQLite store)", b.nodes, b.pods);
+            let report = tandem_agent::bench::run_nodes_bench(client, b.nodes, b.pods, b.concurrency, Duration::from_secs(b.timeout_secs)).await;
+            println!("{report}");
+            Ok(())
+        }
     }
+}
+
+/// A fresh server on a temp dir with an admin client, for benchmarks.
+async fn bench_server() -> anyhow::Result<(tempfile::TempDir, tandem_apiserver::ApiServer, kube::Client)> {
+    let dir = tempfile::tempdir().context("cannot create a temp dir")?;
+    let args = ServerArgs { data_dir: dir.path().to_path_buf(), port: 0, bind_address: "127.0.0.1".parse()?, kubeconfig: None, allow_privileged: true, upstream_os_placement: false };
+    let (server, _store) = crate::cluster::start(&args).await?;
+    let client = crate::cluster::client_from(&args.kubeconfig_path()).await?;
+    Ok((dir, server, client))
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
