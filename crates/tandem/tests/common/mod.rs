@@ -87,6 +87,8 @@ pub struct Server {
     dir: TempDir,
     child: Option<Child>,
     starts: u32,
+    /// The subcommand and its extra flags: `server`, or `up` with `--nodes …`.
+    command: Vec<String>,
 }
 
 impl Server {
@@ -100,6 +102,29 @@ impl Server {
             dir,
             child: None,
             starts: 0,
+            command: vec!["server".to_string()],
+        };
+        server.spawn();
+        server
+    }
+
+    /// Starts the whole cluster with `tandem up` (control plane and emulated nodes; the default
+    /// nodes when `nodes` is `None`) and waits until the API is ready.
+    pub fn start_up(nodes: Option<&str>) -> Server {
+        let dir = tempfile::Builder::new()
+            .prefix("tandem-e2e-up-")
+            .tempdir()
+            .expect("create temp dir");
+        let mut command = vec!["up".to_string()];
+        if let Some(n) = nodes {
+            command.push("--nodes".to_string());
+            command.push(n.to_string());
+        }
+        let mut server = Server {
+            dir,
+            child: None,
+            starts: 0,
+            command,
         };
         server.spawn();
         server
@@ -141,7 +166,7 @@ impl Server {
         self.starts += 1;
         let log = fs::File::create(self.log_path()).expect("create server log");
         let child = Command::new(env!("CARGO_BIN_EXE_tandem"))
-            .arg("server")
+            .args(&self.command)
             .arg("--data-dir")
             .arg(self.data_dir())
             .arg("--port")
