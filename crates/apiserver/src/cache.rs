@@ -27,11 +27,15 @@ pub struct Object {
 }
 
 impl Object {
-    /// Builds the served form of a stored value: parses it and stamps `resourceVersion`.
+    /// Builds the served form of a stored value: parses it and stamps `resourceVersion`, into the
+    /// parsed value and (without re-encoding) into the bytes.
     pub fn from_stored(key: &str, bytes: &[u8], rv: Revision) -> Option<Object> {
         let mut value: Value = serde_json::from_slice(bytes).ok()?;
         set_resource_version(&mut value, rv);
-        let json = Bytes::from(serde_json::to_vec(&value).ok()?);
+        let json = match stamp_resource_version(bytes, rv) {
+            Some(b) => b,
+            None => Bytes::from(serde_json::to_vec(&value).ok()?),
+        };
         Some(Object { key: key.to_string(), rv, value, json })
     }
 
@@ -43,6 +47,66 @@ impl Object {
     pub fn namespace(&self) -> Option<&str> {
         self.value.pointer("/metadata/namespace").and_then(Value::as_str)
     }
+}
+
+/// Inserts `"resourceVersion":"<rv>"` as the first member of the top-level `metadata` object of
+/// a stored encoding (stored objects never carry a resourceVersion), without re-encoding. The scan
+/// tracks strings and nesting so a `"metadata"` key inside another field (a ControllerRevision's
+/// `data`, a GMSACredentialSpec's `credspec`) is not mistaken for the top-level one. Returns `None`
+/// when there is no top-level `metadata` object; the caller then re-encodes.
+pub fn stamp_resource_version(bytes: &[u8], rv: Revision) -> Option<Bytes> {
+    let at = top_level_metadata_body(bytes)?;
+    let stamp = format!("\"resourceVersion\":\"{rv}\"");
+    let mut out = Vec::with_capacity(bytes.len() + stamp.len() + 1);
+    out.extend_from_slice(bytes.get(..at)?);
+    out.extend_from_slice(stamp.as_bytes());
+    let next = bytes.get(at..)?.iter().find(|b| !b.is_ascii_whitespace());
+    if next != Some(&b'}') {
+        out.push(b',');
+    }
+    out.extend_from_slice(bytes.get(at..)?);
+    Some(Bytes::from(out))
+}
+
+/// The offset just after the `{` that opens the value of the top-level `"metadata"` key.
+fn top_level_metadata_body(bytes: &[u8]) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut i = 0usize;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                let start = i + 1;
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    if bytes[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                let key = bytes.get(start..i)?;
+                i += 1;
+                if depth == 1 && key == b"metadata" {
+                    let mut j = i;
+                    while bytes.get(j).is_some_and(u8::is_ascii_whitespace) {
+                        j += 1;
+                    }
+                    if bytes.get(j) == Some(&b':') {
+                        j += 1;
+                        while bytes.get(j).is_some_and(u8::is_ascii_whitespace) {
+                            j += 1;
+                        }
+                        return (bytes.get(j) == Some(&b'{')).then_some(j + 1);
+                    }
+                }
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// Sets `metadata.resourceVersion` to the decimal revision.
@@ -316,4 +380,27 @@ impl Cache {
 
 fn prefix_of(prefixes: &[Arc<str>], key: &str) -> Option<Arc<str>> {
     prefixes.iter().find(|p| key.starts_with(&***p)).cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn stamping_the_stored_bytes_matches_re_encoding() {
+        for v in [
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "uid": "u"}, "spec": {"x": 1}}),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m", "labels": {"metadata": "{"}}, "data": {"k": "\"metadata\":{"}}),
+            json!({"apiVersion": "apps/v1", "kind": "ControllerRevision", "data": {"spec": {"template": {"metadata": {"labels": {"a": "b"}}}}}, "metadata": {"name": "r"}, "revision": 1}),
+            json!({"apiVersion": "windows.k8s.io/v1", "credspec": {"metadata": {}, "x": "\\"}, "kind": "GMSACredentialSpec", "metadata": {"name": "g"}}),
+        ] {
+            let stored = serde_json::to_vec(&v).expect("encode");
+            let obj = Object::from_stored("k", &stored, 42).expect("stored object");
+            let reparsed: Value = serde_json::from_slice(&obj.json).expect("valid JSON");
+            assert_eq!(reparsed, obj.value);
+            assert_eq!(reparsed["metadata"]["resourceVersion"], "42");
+        }
+    }
 }

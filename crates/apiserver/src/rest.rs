@@ -138,12 +138,40 @@ fn parse_stored(rt: &ResourceType, kv: &tandem_store::KeyValue) -> ApiResult<Val
     Ok(v)
 }
 
+/// The stored encoding of an object: its JSON without `metadata.resourceVersion` (the revision
+/// is stamped on the way out).
 fn to_stored(obj: &Value) -> ApiResult<Bytes> {
+    let encode = |v: &Value| serde_json::to_vec(v).map(Bytes::from).map_err(|e| ApiError::internal(format!("cannot encode object: {e}")));
+    if obj.pointer("/metadata/resourceVersion").is_none() {
+        return encode(obj);
+    }
     let mut v = obj.clone();
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
     }
-    serde_json::to_vec(&v).map(Bytes::from).map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))
+    encode(&v)
+}
+
+/// Whether two objects are the same apart from `metadata.resourceVersion`: an update that
+/// changes nothing is not written.
+fn same_ignoring_resource_version(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().all(|(k, va)| match (k.as_str(), b.get(k)) {
+        ("metadata", Some(vb)) => match (va.as_object(), vb.as_object()) {
+            (Some(ma), Some(mb)) => {
+                let count = |m: &serde_json::Map<String, Value>| m.keys().filter(|k| *k != "resourceVersion").count();
+                count(ma) == count(mb) && ma.iter().filter(|(k, _)| *k != "resourceVersion").all(|(k, v)| mb.get(k) == Some(v))
+            }
+            _ => va == vb,
+        },
+        (_, Some(vb)) => va == vb,
+        (_, None) => false,
+    })
 }
 
 fn with_rv(mut v: Value, rv: Revision) -> Value {
@@ -392,12 +420,19 @@ impl State {
             return Ok(Reply::Value(201, obj));
         }
         let key = rt.key(ns, &name);
-        let kv = self.store.create(&key, to_stored(&obj)?).await.map_err(|e| match e {
+        let stored = to_stored(&obj)?;
+        let kv = self.store.create(&key, stored.clone()).await.map_err(|e| match e {
             StoreError::AlreadyExists(_) => ApiError::already_exists(rt, &name),
             other => other.into(),
         })?;
         if is_service(rt) {
             self.cache.wait_for(kv.mod_revision, Duration::from_secs(3)).await;
+        }
+        if ctx.format == Format::Json {
+            // The response is the stored encoding with the revision stamped in: no re-encoding.
+            if let Some(bytes) = crate::cache::stamp_resource_version(&stored, kv.mod_revision) {
+                return Ok(Reply::Raw(201, bytes, "application/json"));
+            }
         }
         Ok(Reply::Value(201, with_rv(obj, kv.mod_revision)))
     }
@@ -517,11 +552,11 @@ impl State {
             let kv = self.store.delete(&key, Some(old_rev)).await.map_err(|e| map_write_err(rt, name, e))?;
             return Ok(Reply::Value(200, with_rv(new, kv.mod_revision)));
         }
-        let bytes = to_stored(&new)?;
-        if to_stored(old)? == bytes {
+        if same_ignoring_resource_version(&new, old) {
             // Nothing changed: upstream skips the write and keeps the resourceVersion.
             return Ok(Reply::Value(200, with_rv(new, old_rev)));
         }
+        let bytes = to_stored(&new)?;
         let kv = self.store.update(&key, bytes, Some(old_rev)).await.map_err(|e| map_write_err(rt, name, e))?;
         Ok(Reply::Value(200, with_rv(new, kv.mod_revision)))
     }
@@ -823,10 +858,10 @@ impl State {
             if dry_run {
                 return Ok(Reply::Value(200, new));
             }
-            let bytes = to_stored(&new)?;
-            if to_stored(&old)? == bytes {
+            if same_ignoring_resource_version(&new, &old) {
                 return Ok(Reply::Value(200, old));
             }
+            let bytes = to_stored(&new)?;
             match self.store.update(&key, bytes, Some(kv.mod_revision)).await {
                 Ok(u) => return Ok(Reply::Value(200, with_rv(new, u.mod_revision))),
                 Err(StoreError::Conflict { .. }) => continue,
