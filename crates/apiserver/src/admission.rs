@@ -34,11 +34,10 @@ impl State {
         // The RuntimeClass of the pod or of the template (its scheduling decides the target OS
         // for warnings even where only pods get it merged).
         let spec_pointer: String = location.iter().map(|seg| format!("/{seg}")).collect();
-        if let Some(name) = obj.pointer(&format!("{spec_pointer}/runtimeClassName")).and_then(Value::as_str).filter(|n| !n.is_empty()) {
-            if let Some(rc) = self.lookup("node.k8s.io", "runtimeclasses", name).await {
+        if let Some(name) = obj.pointer(&format!("{spec_pointer}/runtimeClassName")).and_then(Value::as_str).filter(|n| !n.is_empty())
+            && let Some(rc) = self.lookup("node.k8s.io", "runtimeclasses", name).await {
                 lookups.insert(rc);
             }
-        }
         if rt.group.is_empty() && rt.kind == "Pod" {
             for name in gmsa_names(obj) {
                 if let Some(spec) = self.lookup("windows.k8s.io", "gmsacredentialspecs", &name).await {
@@ -55,11 +54,10 @@ impl State {
 fn gmsa_names(pod: &Value) -> Vec<String> {
     let mut names = Vec::new();
     let mut push = |v: Option<&Value>| {
-        if let Some(n) = v.and_then(Value::as_str).filter(|n| !n.is_empty()) {
-            if !names.iter().any(|x| x == n) {
+        if let Some(n) = v.and_then(Value::as_str).filter(|n| !n.is_empty())
+            && !names.iter().any(|x| x == n) {
                 names.push(n.to_string());
             }
-        }
     };
     push(pod.pointer("/spec/securityContext/windowsOptions/gmsaCredentialSpecName"));
     for list in ["initContainers", "containers", "ephemeralContainers"] {

@@ -200,11 +200,10 @@ impl Cache {
         let mut types: HashMap<Arc<str>, BTreeMap<String, Arc<Object>>> = prefixes.iter().map(|p| (p.clone(), BTreeMap::new())).collect();
         let list = store.list("/registry/", None, None, None).await?;
         for kv in &list.items {
-            if let Some(prefix) = prefix_of(&prefixes, &kv.key) {
-                if let (Some(map), Some(obj)) = (types.get_mut(&prefix), Object::from_kv(kv)) {
+            if let Some(prefix) = prefix_of(&prefixes, &kv.key)
+                && let (Some(map), Some(obj)) = (types.get_mut(&prefix), Object::from_kv(kv)) {
                     map.insert(kv.key.clone(), Arc::new(obj));
                 }
-            }
         }
         let (tx, _) = broadcast::channel(BROADCAST_CAPACITY);
         let (progress, _) = watch::channel(list.revision);
@@ -257,11 +256,10 @@ impl Cache {
             map.clear();
         }
         for kv in &list.items {
-            if let Some(prefix) = prefix_of(&self.prefixes, &kv.key) {
-                if let Some(obj) = Object::from_kv(kv) {
+            if let Some(prefix) = prefix_of(&self.prefixes, &kv.key)
+                && let Some(obj) = Object::from_kv(kv) {
                     inner.types.entry(prefix).or_default().insert(kv.key.clone(), Arc::new(obj));
                 }
-            }
         }
         inner.revision = list.revision;
         inner.history.clear();
@@ -355,11 +353,10 @@ impl Cache {
         let type_prefix = rt.key_prefix();
         let live = self.tx.subscribe();
         let mut initial = Vec::new();
-        if from.is_none() || send_initial {
-            if let Some(map) = inner.types.get(type_prefix.as_str()) {
+        if (from.is_none() || send_initial)
+            && let Some(map) = inner.types.get(type_prefix.as_str()) {
                 initial = map.range(key_prefix.to_string()..).take_while(|(k, _)| k.starts_with(key_prefix)).map(|(_, o)| o.clone()).collect();
             }
-        }
         let mut backlog = Vec::new();
         if let Some(from) = from.filter(|_| !send_initial) {
             if from < inner.history_floor {

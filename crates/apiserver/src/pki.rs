@@ -193,11 +193,10 @@ impl Pki {
 
     /// Writes the admin kubeconfig atomically with mode 0600.
     pub fn write_admin_kubeconfig(&self, path: &Path, server: &str) -> Result<(), PkiError> {
-        if let Some(parent) = path.parent() {
-            if !parent.as_os_str().is_empty() {
+        if let Some(parent) = path.parent()
+            && !parent.as_os_str().is_empty() {
                 fs::create_dir_all(parent).map_err(io_err(parent))?;
             }
-        }
         write_private(path, &self.admin_kubeconfig(server))
     }
 }

@@ -218,11 +218,10 @@ impl Filter {
     }
 
     pub fn matches(&self, rt: &ResourceType, v: &Value) -> bool {
-        if let Some(l) = &self.labels {
-            if !l.matches(&meta::labels(v)) {
+        if let Some(l) = &self.labels
+            && !l.matches(&meta::labels(v)) {
                 return false;
             }
-        }
         if let Some(f) = &self.fields {
             return f.matches(rt, v).unwrap_or(false);
         }
@@ -308,8 +307,8 @@ impl State {
     fn page_reply(&self, ctx: &Ctx, rt: &ResourceType, mut items: Vec<Arc<Object>>, revision: Revision, limit: Option<usize>, filter: &Filter) -> Reply {
         let mut next = None;
         let mut remaining = None;
-        if let Some(l) = limit {
-            if items.len() > l {
+        if let Some(l) = limit
+            && items.len() > l {
                 let rest = items.len() - l;
                 items.truncate(l);
                 next = items.last().map(|o| Continue { revision, start_after: o.key.clone() }.encode());
@@ -317,7 +316,6 @@ impl State {
                     remaining = Some(rest as i64);
                 }
             }
-        }
         self.list_reply(ctx, rt, items, revision, next, remaining)
     }
 
@@ -332,8 +330,8 @@ impl State {
             let more = page.more;
             for kv in &page.items {
                 after = Some(kv.key.clone());
-                if let Some(obj) = Object::from_kv(kv) {
-                    if filter.matches(rt, &obj.value) {
+                if let Some(obj) = Object::from_kv(kv)
+                    && filter.matches(rt, &obj.value) {
                         items.push(Arc::new(obj));
                         if limit.is_some_and(|l| items.len() >= l) {
                             let next = (more || kv.key != page.items.last().map(|k| k.key.clone()).unwrap_or_default())
@@ -341,7 +339,6 @@ impl State {
                             return Ok((items, revision, next));
                         }
                     }
-                }
             }
             if !more {
                 return Ok((items, revision, None));
@@ -368,16 +365,14 @@ impl State {
 
     /// Decodes a body into the type of `rt`, applying `fieldValidation` to unknown fields.
     fn decode_typed(&self, ctx: &mut Ctx, rt: &ResourceType, body: &Value) -> ApiResult<Value> {
-        if let Some(av) = body.get("apiVersion").and_then(Value::as_str) {
-            if av != rt.api_version() {
+        if let Some(av) = body.get("apiVersion").and_then(Value::as_str)
+            && av != rt.api_version() {
                 return Err(ApiError::bad_request(format!("the API version in the data ({av}) does not match the expected API version ({})", rt.api_version())));
             }
-        }
-        if let Some(kind) = body.get("kind").and_then(Value::as_str) {
-            if kind != rt.kind {
+        if let Some(kind) = body.get("kind").and_then(Value::as_str)
+            && kind != rt.kind {
                 return Err(ApiError::bad_request(format!("the kind in the data ({kind}) does not match the expected kind ({})", rt.kind)));
             }
-        }
         let decoded = tandem_core::typed::roundtrip(rt, body).map_err(|e| ApiError::bad_request(e.to_string()))?;
         if !decoded.unknown_fields.is_empty() {
             let msgs: Vec<String> = decoded.unknown_fields.iter().map(|f| format!("unknown field \"{f}\"")).collect();
@@ -438,11 +433,10 @@ impl State {
     }
 
     async fn prepare_create(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, body: Value) -> ApiResult<Value> {
-        if let (Some(body_ns), Some(url_ns)) = (meta::namespace(&body), ns) {
-            if !body_ns.is_empty() && body_ns != url_ns {
+        if let (Some(body_ns), Some(url_ns)) = (meta::namespace(&body), ns)
+            && !body_ns.is_empty() && body_ns != url_ns {
                 return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
             }
-        }
         let mut obj = self.decode_typed(ctx, rt, &body)?;
         let m = meta::meta_mut(&mut obj);
         if rt.namespaced {
@@ -499,7 +493,9 @@ impl State {
     /// Finishes an update of `old` (stored at `old_rev`) to `new`: system fields, strategy,
     /// defaults, validation, then a compare-and-swap write. Removing the last finalizer of an
     /// object being deleted deletes it, as upstream's store does.
-    async fn commit_update(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, name: &str, mut new: Value, old: &Value, old_rev: Revision, sub: Option<&str>) -> ApiResult<Reply> {
+    async fn commit_update(&self, ctx: &mut Ctx, rt: &ResourceType, at: ObjectKey<'_>, mut new: Value, stored: Stored<'_>, sub: Option<&str>) -> ApiResult<Reply> {
+        let ObjectKey { ns, name } = at;
+        let Stored { value: old, rev: old_rev } = stored;
         {
             let m = meta::meta_mut(&mut new);
             for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"] {
@@ -563,16 +559,14 @@ impl State {
 
     /// PUT of an object or its status.
     pub async fn update(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, name: &str, body: Value, sub: Option<&str>) -> ApiResult<Reply> {
-        if let Some(body_name) = meta::name(&body) {
-            if body_name != name {
+        if let Some(body_name) = meta::name(&body)
+            && body_name != name {
                 return Err(ApiError::bad_request(format!("the name of the object ({body_name}) does not match the name on the URL ({name})")));
             }
-        }
-        if let (Some(body_ns), Some(url_ns)) = (meta::namespace(&body), ns) {
-            if !body_ns.is_empty() && body_ns != url_ns {
+        if let (Some(body_ns), Some(url_ns)) = (meta::namespace(&body), ns)
+            && !body_ns.is_empty() && body_ns != url_ns {
                 return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
             }
-        }
         let new = self.decode_typed(ctx, rt, &body)?;
         let _service_guard = if is_service(rt) { Some(self.service_lock.lock().await) } else { None };
         let precondition = meta::resource_version(&new).map(parse_rv).transpose()?;
@@ -582,7 +576,7 @@ impl State {
             return Err(ApiError::conflict(rt, name));
         }
         let old = parse_stored(rt, &kv)?;
-        self.commit_update(ctx, rt, ns, name, new, &old, kv.mod_revision, sub).await
+        self.commit_update(ctx, rt, ObjectKey { ns, name }, new, Stored { value: &old, rev: kv.mod_revision }, sub).await
     }
 
     /// PATCH (JSON, merge, strategic merge) and server-side apply.
@@ -619,22 +613,20 @@ impl State {
             // A scale patch applies to the Scale view of the object.
             let base = if sub == Some("scale") { self.scale_of(rt, &old) } else { old.clone() };
             let patched = self.apply_patch(ctx, rt, name, kind, &base, &patch)?;
-            if let Some(rv) = meta::resource_version(&patched) {
-                if parse_rv(rv)? != kv.mod_revision {
+            if let Some(rv) = meta::resource_version(&patched)
+                && parse_rv(rv)? != kv.mod_revision {
                     return Err(ApiError::conflict(rt, name));
                 }
-            }
-            if let (Some(pn), true) = (meta::name(&patched), kind != PatchKind::Apply) {
-                if pn != name {
+            if let (Some(pn), true) = (meta::name(&patched), kind != PatchKind::Apply)
+                && pn != name {
                     return Err(ApiError::bad_request(format!("the name of the object ({pn}) does not match the name on the URL ({name})")));
                 }
-            }
             if sub == Some("scale") {
-                return self.write_scale(ctx, rt, ns, name, &old, kv.mod_revision, &patched).await;
+                return self.write_scale(ctx, rt, ObjectKey { ns, name }, Stored { value: &old, rev: kv.mod_revision }, &patched).await;
             }
             let new = self.decode_typed(ctx, rt, &patched)?;
             ctx.applying = kind == PatchKind::Apply;
-            match self.commit_update(ctx, rt, ns, name, new, &old, kv.mod_revision, sub).await {
+            match self.commit_update(ctx, rt, ObjectKey { ns, name }, new, Stored { value: &old, rev: kv.mod_revision }, sub).await {
                 // A patch without its own resourceVersion precondition is re-applied to the new
                 // state, as upstream's patcher retries on conflict.
                 Err(e) if e.code == 409 && e.reason == "Conflict" && !patch_sets_resource_version(kind, &patch) => continue,
@@ -705,15 +697,16 @@ impl State {
         let key = rt.key(ns, name);
         let kv = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(rt, name))?;
         let old = parse_stored(rt, &kv)?;
-        if let Some(rv) = meta::resource_version(&body) {
-            if parse_rv(rv)? != kv.mod_revision {
+        if let Some(rv) = meta::resource_version(&body)
+            && parse_rv(rv)? != kv.mod_revision {
                 return Err(ApiError::conflict(rt, name));
             }
-        }
-        self.write_scale(ctx, rt, ns, name, &old, kv.mod_revision, &body).await
+        self.write_scale(ctx, rt, ObjectKey { ns, name }, Stored { value: &old, rev: kv.mod_revision }, &body).await
     }
 
-    async fn write_scale(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, name: &str, old: &Value, old_rev: Revision, scale: &Value) -> ApiResult<Reply> {
+    async fn write_scale(&self, ctx: &mut Ctx, rt: &ResourceType, at: ObjectKey<'_>, stored: Stored<'_>, scale: &Value) -> ApiResult<Reply> {
+        let name = at.name;
+        let old = stored.value;
         let replicas = match scale.pointer("/spec/replicas") {
             None | Some(Value::Null) => 0,
             Some(v) => v.as_i64().ok_or_else(|| ApiError::bad_request("Scale spec.replicas must be an integer"))?,
@@ -724,7 +717,7 @@ impl State {
         }
         let mut new = old.clone();
         new["spec"]["replicas"] = json!(replicas);
-        match self.commit_update(ctx, rt, ns, name, new, old, old_rev, None).await? {
+        match self.commit_update(ctx, rt, at, new, stored, None).await? {
             Reply::Value(code, v) => Ok(Reply::Value(code, self.scale_of(rt, &v))),
             other => Ok(other),
         }
@@ -787,11 +780,10 @@ impl State {
                 Some(true) => Some("Orphan".to_string()),
                 _ => None,
             });
-        if let Some(p) = &propagation {
-            if !matches!(p.as_str(), "Orphan" | "Background" | "Foreground") {
+        if let Some(p) = &propagation
+            && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground") {
                 return Err(ApiError::invalid(rt, name, &[FieldError::not_supported("propagationPolicy", &json!(p), &["Foreground", "Background", "Orphan"])]));
             }
-        }
         if ctx.query.get("dryRun").is_some_and(|d| d != "All") {
             return Err(ApiError::bad_request("unsupported dryRun value: only All is supported"));
         }
@@ -801,16 +793,14 @@ impl State {
         for _ in 0..8 {
             let kv = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(rt, name))?;
             let old = parse_stored(rt, &kv)?;
-            if let Some(uid) = opts.pointer("/preconditions/uid").and_then(Value::as_str) {
-                if Some(uid) != meta::uid(&old) {
+            if let Some(uid) = opts.pointer("/preconditions/uid").and_then(Value::as_str)
+                && Some(uid) != meta::uid(&old) {
                     return Err(ApiError::conflict_msg(rt, name, &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::uid(&old).unwrap_or(""))));
                 }
-            }
-            if let Some(rv) = opts.pointer("/preconditions/resourceVersion").and_then(Value::as_str) {
-                if parse_rv(rv)? != kv.mod_revision {
+            if let Some(rv) = opts.pointer("/preconditions/resourceVersion").and_then(Value::as_str)
+                && parse_rv(rv)? != kv.mod_revision {
                     return Err(ApiError::conflict_msg(rt, name, &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", kv.mod_revision)));
                 }
-            }
             let grace = self.grace_period(rt, &old, grace_param);
             let mut finalizers = meta::finalizers(&old);
             match propagation.as_deref() {
@@ -974,6 +964,20 @@ fn map_write_err(rt: &ResourceType, name: &str, e: StoreError) -> ApiError {
 /// A `Status` of success, as binding and some deletes return.
 pub fn success_status() -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+}
+
+/// Where an object lives: its namespace (for namespaced types) and name.
+#[derive(Debug, Clone, Copy)]
+struct ObjectKey<'a> {
+    ns: Option<&'a str>,
+    name: &'a str,
+}
+
+/// An object as read from the store, with the revision a conditional write must match.
+#[derive(Debug, Clone, Copy)]
+struct Stored<'a> {
+    value: &'a Value,
+    rev: Revision,
 }
 
 /// The kinds of PATCH.

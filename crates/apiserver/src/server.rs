@@ -308,11 +308,10 @@ async fn dispatch(state: Arc<State>, ctx: &mut Ctx, rr: crate::request::Resource
     if ns.is_none() && rt.namespaced && !matches!(rr.verb, Verb::List | Verb::Watch) {
         return Err(ApiError::no_route());
     }
-    if let Some(sub) = rr.subresource.as_deref() {
-        if !rt.has_subresource(sub) {
+    if let Some(sub) = rr.subresource.as_deref()
+        && !rt.has_subresource(sub) {
             return Err(ApiError::no_route());
         }
-    }
     let name = rr.name.as_deref();
     let sub = rr.subresource.as_deref();
     let reply = match (rr.verb, name, sub) {

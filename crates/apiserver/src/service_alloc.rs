@@ -113,11 +113,10 @@ pub fn allocate(state: &State, rt: &ResourceType, obj: &mut Value, old: Option<&
             }
         }
     }
-    if let Some(ip) = obj.pointer("/spec/clusterIP").and_then(Value::as_str).map(str::to_string) {
-        if obj.pointer("/spec/clusterIPs").and_then(Value::as_array).is_none_or(|a| a.is_empty()) {
+    if let Some(ip) = obj.pointer("/spec/clusterIP").and_then(Value::as_str).map(str::to_string)
+        && obj.pointer("/spec/clusterIPs").and_then(Value::as_array).is_none_or(|a| a.is_empty()) {
             obj["spec"]["clusterIPs"] = json!([ip]);
         }
-    }
     if kind == "NodePort" || kind == "LoadBalancer" {
         let old_ports: HashSet<u16> = old
             .and_then(|o| o.pointer("/spec/ports"))

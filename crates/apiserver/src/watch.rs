@@ -89,13 +89,12 @@ pub async fn start(state: Arc<State>, ctx: &Ctx, rt: Arc<ResourceType>, ns: Opti
         Some(rv) => Some(rv.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?),
     };
     let (tx, rx) = mpsc::channel::<Bytes>(256);
-    if let Some(from) = from {
-        if from > state.cache.revision() && !state.cache.wait_for(from, Duration::from_secs(3)).await {
+    if let Some(from) = from
+        && from > state.cache.revision() && !state.cache.wait_for(from, Duration::from_secs(3)).await {
             let e = ApiError::timeout(format!("Too large resource version: {from}, current: {}", state.cache.revision()));
             let _ = tx.send(error_event(&e)).await;
             return Ok(rx);
         }
-    }
     let prefix = rt.namespace_prefix(ns.as_deref());
     let sub = match state.cache.subscribe(&rt, &prefix, from, send_initial) {
         Ok(s) => s,
@@ -119,11 +118,10 @@ pub async fn start(state: Arc<State>, ctx: &Ctx, rt: Arc<ResourceType>, ns: Opti
         }
         for ev in &sub.backlog {
             last_rv = ev.rv();
-            if let Some(b) = translate(&rt, &filter, ev, &mut enc) {
-                if tx.send(b).await.is_err() {
+            if let Some(b) = translate(&rt, &filter, ev, &mut enc)
+                && tx.send(b).await.is_err() {
                     return;
                 }
-            }
         }
         let mut live = sub.live;
         let mut ticker = tokio::time::interval(BOOKMARK_INTERVAL);
@@ -143,9 +141,8 @@ pub async fn start(state: Arc<State>, ctx: &Ctx, rt: Arc<ResourceType>, ns: Opti
                             continue;
                         }
                         last_rv = ev.rv();
-                        if let Some(b) = translate(&rt, &filter, &ev, &mut enc) {
-                            if tx.send(b).await.is_err() { return; }
-                        }
+                        if let Some(b) = translate(&rt, &filter, &ev, &mut enc)
+                            && tx.send(b).await.is_err() { return; }
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => {
                         let e = ApiError::gone(format!("too old resource version: {last_rv} ({})", state.cache.revision()));

@@ -88,11 +88,10 @@ async fn finalize(client: &kube::Client, registry: &Registry, name: &str) -> Res
         Err(kube::Error::Api(s)) if s.code == 404 => return Ok(true),
         Err(e) => return Err(e),
     };
-    if let Some(spec) = ns.spec.as_mut() {
-        if let Some(f) = spec.finalizers.as_mut() {
+    if let Some(spec) = ns.spec.as_mut()
+        && let Some(f) = spec.finalizers.as_mut() {
             f.retain(|f| f != "kubernetes");
         }
-    }
     let body = serde_json::to_vec(&ns).map_err(kube::Error::SerdeError)?;
     let req = http::Request::put(format!("/api/v1/namespaces/{name}/finalize"))
         .header(http::header::CONTENT_TYPE, "application/json")

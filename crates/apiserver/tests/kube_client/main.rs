@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected shapes")]
 //! Integration tests of the API server driven by kube-rs, the client tandem's controllers use.
 //! One binary (so one link) with a module per area of the API.
 
