@@ -26,7 +26,13 @@ impl State {
 
     /// Runs admission on `obj`; returns the warnings to send back. Field errors are returned as
     /// `AdmissionError::Invalid` so the caller can report them with validation's in one 422.
-    pub(crate) async fn admit(&self, op: Operation, rt: &ResourceType, obj: &mut Value, old: Option<&Value>) -> Result<Vec<String>, AdmissionError> {
+    pub(crate) async fn admit(
+        &self,
+        op: Operation,
+        rt: &ResourceType,
+        obj: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<Vec<String>, AdmissionError> {
         let Some(location) = admission::pod_spec_location(rt) else {
             return Ok(Vec::new());
         };
@@ -34,18 +40,28 @@ impl State {
         // The RuntimeClass of the pod or of the template (its scheduling decides the target OS
         // for warnings even where only pods get it merged).
         let spec_pointer: String = location.iter().map(|seg| format!("/{seg}")).collect();
-        if let Some(name) = obj.pointer(&format!("{spec_pointer}/runtimeClassName")).and_then(Value::as_str).filter(|n| !n.is_empty())
-            && let Some(rc) = self.lookup("node.k8s.io", "runtimeclasses", name).await {
-                lookups.insert(rc);
-            }
+        if let Some(name) = obj
+            .pointer(&format!("{spec_pointer}/runtimeClassName"))
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            && let Some(rc) = self.lookup("node.k8s.io", "runtimeclasses", name).await
+        {
+            lookups.insert(rc);
+        }
         if rt.group.is_empty() && rt.kind == "Pod" {
             for name in gmsa_names(obj) {
-                if let Some(spec) = self.lookup("windows.k8s.io", "gmsacredentialspecs", &name).await {
+                if let Some(spec) = self
+                    .lookup("windows.k8s.io", "gmsacredentialspecs", &name)
+                    .await
+                {
                     lookups.insert(spec);
                 }
             }
         }
-        let options = AdmissionOptions { privileged_allowed: self.options.allow_privileged, warnings: true };
+        let options = AdmissionOptions {
+            privileged_allowed: self.options.allow_privileged,
+            warnings: true,
+        };
         admission::admit(op, rt, obj, old, &lookups, &options)
     }
 }
@@ -55,13 +71,19 @@ fn gmsa_names(pod: &Value) -> Vec<String> {
     let mut names = Vec::new();
     let mut push = |v: Option<&Value>| {
         if let Some(n) = v.and_then(Value::as_str).filter(|n| !n.is_empty())
-            && !names.iter().any(|x| x == n) {
-                names.push(n.to_string());
-            }
+            && !names.iter().any(|x| x == n)
+        {
+            names.push(n.to_string());
+        }
     };
     push(pod.pointer("/spec/securityContext/windowsOptions/gmsaCredentialSpecName"));
     for list in ["initContainers", "containers", "ephemeralContainers"] {
-        for c in pod.pointer(&format!("/spec/{list}")).and_then(Value::as_array).into_iter().flatten() {
+        for c in pod
+            .pointer(&format!("/spec/{list}"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             push(c.pointer("/securityContext/windowsOptions/gmsaCredentialSpecName"));
         }
     }
@@ -75,7 +97,11 @@ pub(crate) fn admission_error(rt: &ResourceType, obj: &Value, e: AdmissionError)
         AdmissionError::Invalid(errors) => ApiError::invalid(rt, &name, &errors),
         other => {
             let code = other.code();
-            let mut err = ApiError::new(code, other.reason(), other.status_message(&rt.group_resource(), &name));
+            let mut err = ApiError::new(
+                code,
+                other.reason(),
+                other.status_message(&rt.group_resource(), &name),
+            );
             let mut d = json!({"name": name, "kind": rt.plural});
             if !rt.group.is_empty() {
                 d["group"] = json!(rt.group);

@@ -7,7 +7,8 @@ use crate::error::ApiResult;
 use crate::rest::{Ctx, State};
 
 /// The namespaces every cluster has.
-pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+pub const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// Creates any missing system namespace.
 pub async fn ensure_namespaces(state: &State) -> ApiResult<()> {
@@ -17,7 +18,15 @@ pub async fn ensure_namespaces(state: &State) -> ApiResult<()> {
             continue;
         }
         let mut ctx = Ctx::internal("system:apiserver");
-        match state.create(&mut ctx, &rt, None, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})).await {
+        match state
+            .create(
+                &mut ctx,
+                &rt,
+                None,
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            )
+            .await
+        {
             Ok(_) => {}
             Err(e) if e.code == 409 => {}
             Err(e) => return Err(e),

@@ -36,7 +36,12 @@ impl Object {
             Some(b) => b,
             None => Bytes::from(serde_json::to_vec(&value).ok()?),
         };
-        Some(Object { key: key.to_string(), rv, value, json })
+        Some(Object {
+            key: key.to_string(),
+            rv,
+            value,
+            json,
+        })
     }
 
     pub fn from_kv(kv: &KeyValue) -> Option<Object> {
@@ -45,7 +50,9 @@ impl Object {
 
     /// `metadata.namespace`, if any.
     pub fn namespace(&self) -> Option<&str> {
-        self.value.pointer("/metadata/namespace").and_then(Value::as_str)
+        self.value
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
     }
 }
 
@@ -195,20 +202,36 @@ pub enum WatchStartError {
 
 impl Cache {
     /// Loads every object from the store and starts following its changes.
-    pub async fn start(store: Arc<dyn Store>, registry: &Registry) -> Result<Arc<Cache>, StoreError> {
-        let prefixes: Vec<Arc<str>> = registry.all().iter().map(|t| Arc::<str>::from(t.key_prefix())).collect();
-        let mut types: HashMap<Arc<str>, BTreeMap<String, Arc<Object>>> = prefixes.iter().map(|p| (p.clone(), BTreeMap::new())).collect();
+    pub async fn start(
+        store: Arc<dyn Store>,
+        registry: &Registry,
+    ) -> Result<Arc<Cache>, StoreError> {
+        let prefixes: Vec<Arc<str>> = registry
+            .all()
+            .iter()
+            .map(|t| Arc::<str>::from(t.key_prefix()))
+            .collect();
+        let mut types: HashMap<Arc<str>, BTreeMap<String, Arc<Object>>> = prefixes
+            .iter()
+            .map(|p| (p.clone(), BTreeMap::new()))
+            .collect();
         let list = store.list("/registry/", None, None, None).await?;
         for kv in &list.items {
             if let Some(prefix) = prefix_of(&prefixes, &kv.key)
-                && let (Some(map), Some(obj)) = (types.get_mut(&prefix), Object::from_kv(kv)) {
-                    map.insert(kv.key.clone(), Arc::new(obj));
-                }
+                && let (Some(map), Some(obj)) = (types.get_mut(&prefix), Object::from_kv(kv))
+            {
+                map.insert(kv.key.clone(), Arc::new(obj));
+            }
         }
         let (tx, _) = broadcast::channel(BROADCAST_CAPACITY);
         let (progress, _) = watch::channel(list.revision);
         let cache = Arc::new(Cache {
-            inner: RwLock::new(Inner { types, revision: list.revision, history: VecDeque::new(), history_floor: list.revision }),
+            inner: RwLock::new(Inner {
+                types,
+                revision: list.revision,
+                history: VecDeque::new(),
+                history_floor: list.revision,
+            }),
             tx,
             progress,
             prefixes,
@@ -257,9 +280,14 @@ impl Cache {
         }
         for kv in &list.items {
             if let Some(prefix) = prefix_of(&self.prefixes, &kv.key)
-                && let Some(obj) = Object::from_kv(kv) {
-                    inner.types.entry(prefix).or_default().insert(kv.key.clone(), Arc::new(obj));
-                }
+                && let Some(obj) = Object::from_kv(kv)
+            {
+                inner
+                    .types
+                    .entry(prefix)
+                    .or_default()
+                    .insert(kv.key.clone(), Arc::new(obj));
+            }
         }
         inner.revision = list.revision;
         inner.history.clear();
@@ -284,15 +312,29 @@ impl Cache {
                 };
                 let obj = Arc::new(obj);
                 let prev = map.insert(kv.key.clone(), obj.clone());
-                let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
-                Arc::new(CacheEvent { type_prefix: prefix, kind, object: obj, prev })
+                let kind = if prev.is_some() {
+                    EventType::Modified
+                } else {
+                    EventType::Added
+                };
+                Arc::new(CacheEvent {
+                    type_prefix: prefix,
+                    kind,
+                    object: obj,
+                    prev,
+                })
             }
             Event::Delete { prev, revision } => {
                 let old = map.remove(&prev.key);
                 let Some(obj) = Object::from_stored(&prev.key, &prev.value, *revision) else {
                     return;
                 };
-                Arc::new(CacheEvent { type_prefix: prefix, kind: EventType::Deleted, object: Arc::new(obj), prev: old })
+                Arc::new(CacheEvent {
+                    type_prefix: prefix,
+                    kind: EventType::Deleted,
+                    object: Arc::new(obj),
+                    prev: old,
+                })
             }
         };
         inner.revision = rev;
@@ -323,7 +365,12 @@ impl Cache {
 
     /// The objects of `rt` under `key_prefix` (a namespace prefix or the type prefix) that `keep`
     /// accepts, with the revision they reflect.
-    pub fn snapshot(&self, rt: &ResourceType, key_prefix: &str, mut keep: impl FnMut(&Object) -> bool) -> Snapshot {
+    pub fn snapshot(
+        &self,
+        rt: &ResourceType,
+        key_prefix: &str,
+        mut keep: impl FnMut(&Object) -> bool,
+    ) -> Snapshot {
         let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
         let type_prefix = rt.key_prefix();
         let items = inner
@@ -337,26 +384,44 @@ impl Cache {
                     .collect()
             })
             .unwrap_or_default();
-        Snapshot { items, revision: inner.revision }
+        Snapshot {
+            items,
+            revision: inner.revision,
+        }
     }
 
     /// One object by key.
     pub fn get(&self, rt: &ResourceType, key: &str) -> Option<Arc<Object>> {
         let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
-        inner.types.get(rt.key_prefix().as_str()).and_then(|m| m.get(key)).cloned()
+        inner
+            .types
+            .get(rt.key_prefix().as_str())
+            .and_then(|m| m.get(key))
+            .cloned()
     }
 
     /// Registers a watch of `rt` starting after revision `from`. `from = None` means "now, with the
     /// current objects as initial ADDED events" (upstream's resourceVersion "" / "0" semantics).
-    pub fn subscribe(&self, rt: &ResourceType, key_prefix: &str, from: Option<Revision>, send_initial: bool) -> Result<Subscription, WatchStartError> {
+    pub fn subscribe(
+        &self,
+        rt: &ResourceType,
+        key_prefix: &str,
+        from: Option<Revision>,
+        send_initial: bool,
+    ) -> Result<Subscription, WatchStartError> {
         let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
         let type_prefix = rt.key_prefix();
         let live = self.tx.subscribe();
         let mut initial = Vec::new();
         if (from.is_none() || send_initial)
-            && let Some(map) = inner.types.get(type_prefix.as_str()) {
-                initial = map.range(key_prefix.to_string()..).take_while(|(k, _)| k.starts_with(key_prefix)).map(|(_, o)| o.clone()).collect();
-            }
+            && let Some(map) = inner.types.get(type_prefix.as_str())
+        {
+            initial = map
+                .range(key_prefix.to_string()..)
+                .take_while(|(k, _)| k.starts_with(key_prefix))
+                .map(|(_, o)| o.clone())
+                .collect();
+        }
         let mut backlog = Vec::new();
         if let Some(from) = from.filter(|_| !send_initial) {
             if from < inner.history_floor {
@@ -367,11 +432,18 @@ impl Cache {
                 .history
                 .iter()
                 .skip(start)
-                .filter(|e| &*e.type_prefix == type_prefix.as_str() && e.object.key.starts_with(key_prefix))
+                .filter(|e| {
+                    &*e.type_prefix == type_prefix.as_str() && e.object.key.starts_with(key_prefix)
+                })
                 .cloned()
                 .collect();
         }
-        Ok(Subscription { backlog, initial, revision: inner.revision, live })
+        Ok(Subscription {
+            backlog,
+            initial,
+            revision: inner.revision,
+            live,
+        })
     }
 }
 

@@ -10,13 +10,31 @@ fn subresource_info(rt: &ResourceType, sub: &str) -> (Value, &'static [&'static 
     let own = json!({"group": rt.group, "version": rt.version, "kind": rt.kind});
     match sub {
         "status" => (own, &["get", "patch", "update"]),
-        "scale" => (json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}), &["get", "patch", "update"]),
-        "binding" => (json!({"group": "", "version": "v1", "kind": "Binding"}), &["create"]),
-        "eviction" => (json!({"group": "policy", "version": "v1", "kind": "Eviction"}), &["create"]),
+        "scale" => (
+            json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
+            &["get", "patch", "update"],
+        ),
+        "binding" => (
+            json!({"group": "", "version": "v1", "kind": "Binding"}),
+            &["create"],
+        ),
+        "eviction" => (
+            json!({"group": "policy", "version": "v1", "kind": "Eviction"}),
+            &["create"],
+        ),
         "log" => (own, &["get"]),
-        "exec" => (json!({"group": "", "version": "v1", "kind": "PodExecOptions"}), &["create", "get"]),
-        "attach" => (json!({"group": "", "version": "v1", "kind": "PodAttachOptions"}), &["create", "get"]),
-        "portforward" => (json!({"group": "", "version": "v1", "kind": "PodPortForwardOptions"}), &["create", "get"]),
+        "exec" => (
+            json!({"group": "", "version": "v1", "kind": "PodExecOptions"}),
+            &["create", "get"],
+        ),
+        "attach" => (
+            json!({"group": "", "version": "v1", "kind": "PodAttachOptions"}),
+            &["create", "get"],
+        ),
+        "portforward" => (
+            json!({"group": "", "version": "v1", "kind": "PodPortForwardOptions"}),
+            &["create", "get"],
+        ),
         "ephemeralcontainers" => (own, &["get", "patch", "update"]),
         "finalize" => (own, &["update"]),
         _ => (own, &["get"]),
@@ -52,12 +70,16 @@ pub fn api_group_list(registry: &Registry) -> Value {
 
 /// `/apis/<group>`.
 pub fn api_group(registry: &Registry, group: &str) -> Option<Value> {
-    registry.group_versions().iter().any(|(g, _)| g == group).then(|| {
-        let mut v = group_json(registry, group);
-        v["kind"] = json!("APIGroup");
-        v["apiVersion"] = json!("v1");
-        v
-    })
+    registry
+        .group_versions()
+        .iter()
+        .any(|(g, _)| g == group)
+        .then(|| {
+            let mut v = group_json(registry, group);
+            v["kind"] = json!("APIGroup");
+            v["apiVersion"] = json!("v1");
+            v
+        })
 }
 
 /// `/api/v1` or `/apis/<group>/<version>`: the APIResourceList.
@@ -92,8 +114,14 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
             resources.push(r);
         }
     }
-    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
 }
 
 /// The aggregated discovery document for the legacy group (`legacy = true`, served at `/api`) or
@@ -157,7 +185,8 @@ pub fn wants_aggregated(accept: Option<&str>) -> Option<bool> {
     let accept = accept?;
     for clause in accept.split(',') {
         let params: Vec<&str> = clause.split(';').map(str::trim).collect();
-        if params.contains(&"g=apidiscovery.k8s.io") && params.contains(&"as=APIGroupDiscoveryList") {
+        if params.contains(&"g=apidiscovery.k8s.io") && params.contains(&"as=APIGroupDiscoveryList")
+        {
             if params.contains(&"v=v2") {
                 return Some(false);
             }
@@ -165,7 +194,11 @@ pub fn wants_aggregated(accept: Option<&str>) -> Option<bool> {
                 return Some(true);
             }
         }
-        if params.first().is_some_and(|m| *m == "application/json" || *m == "*/*") && params.len() == 1 {
+        if params
+            .first()
+            .is_some_and(|m| *m == "application/json" || *m == "*/*")
+            && params.len() == 1
+        {
             return None;
         }
     }
@@ -201,7 +234,10 @@ mod tests {
         let pods = res.iter().find(|x| x["name"] == "pods").expect("pods");
         assert_eq!(pods["shortNames"], json!(["po"]));
         assert!(res.iter().any(|x| x["name"] == "pods/status"));
-        let scale = res.iter().find(|x| x["name"] == "replicationcontrollers/scale").expect("rc scale");
+        let scale = res
+            .iter()
+            .find(|x| x["name"] == "replicationcontrollers/scale")
+            .expect("rc scale");
         assert_eq!(scale["group"], json!("autoscaling"));
     }
 

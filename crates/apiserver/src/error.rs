@@ -36,7 +36,12 @@ fn details(rt: &ResourceType, name: &str) -> Value {
 
 impl ApiError {
     pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        ApiError { code, reason, message: message.into(), details: None }
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
     }
 
     /// 400 BadRequest: malformed body, bad parameters.
@@ -46,29 +51,58 @@ impl ApiError {
 
     /// 404 NotFound for an object: `pods "web" not found`.
     pub fn not_found(rt: &ResourceType, name: &str) -> Self {
-        ApiError { details: Some(details(rt, name)), ..Self::new(404, "NotFound", format!("{} \"{name}\" not found", rt.group_resource())) }
+        ApiError {
+            details: Some(details(rt, name)),
+            ..Self::new(
+                404,
+                "NotFound",
+                format!("{} \"{name}\" not found", rt.group_resource()),
+            )
+        }
     }
 
     /// 404 for a path that names no resource.
     pub fn no_route() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
     }
 
     /// 409 AlreadyExists: `pods "web" already exists`.
     pub fn already_exists(rt: &ResourceType, name: &str) -> Self {
-        ApiError { details: Some(details(rt, name)), ..Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", rt.group_resource())) }
+        ApiError {
+            details: Some(details(rt, name)),
+            ..Self::new(
+                409,
+                "AlreadyExists",
+                format!("{} \"{name}\" already exists", rt.group_resource()),
+            )
+        }
     }
 
     /// 409 Conflict on a stale resourceVersion, with upstream's wording.
     pub fn conflict(rt: &ResourceType, name: &str) -> Self {
-        Self::conflict_msg(rt, name, "the object has been modified; please apply your changes to the latest version and try again")
+        Self::conflict_msg(
+            rt,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
     }
 
     /// 409 Conflict with a specific explanation.
     pub fn conflict_msg(rt: &ResourceType, name: &str, why: &str) -> Self {
         ApiError {
             details: Some(details(rt, name)),
-            ..Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{name}\": {why}", rt.group_resource()))
+            ..Self::new(
+                409,
+                "Conflict",
+                format!(
+                    "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                    rt.group_resource()
+                ),
+            )
         }
     }
 
@@ -88,7 +122,10 @@ impl ApiError {
         if !rt.group.is_empty() {
             d["group"] = json!(rt.group);
         }
-        ApiError { details: Some(d), ..Self::new(422, "Invalid", message) }
+        ApiError {
+            details: Some(d),
+            ..Self::new(422, "Invalid", message)
+        }
     }
 
     /// 403 Forbidden with a message.
@@ -113,12 +150,22 @@ impl ApiError {
 
     /// 413 RequestEntityTooLarge.
     pub fn too_large(limit: usize) -> Self {
-        Self::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
     }
 
     /// 415 UnsupportedMediaType.
     pub fn unsupported_media_type(content_type: &str) -> Self {
-        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/merge-patch+json, application/strategic-merge-patch+json, application/json-patch+json, application/apply-patch+yaml (got {content_type:?})"))
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/merge-patch+json, application/strategic-merge-patch+json, application/json-patch+json, application/apply-patch+yaml (got {content_type:?})"
+            ),
+        )
     }
 
     /// 406 NotAcceptable.
@@ -158,10 +205,12 @@ impl From<tandem_store::StoreError> for ApiError {
     fn from(e: tandem_store::StoreError) -> Self {
         use tandem_store::StoreError;
         match e {
-            StoreError::Compacted { requested, .. } => ApiError::gone(format!("too old resource version: {requested}")),
-            StoreError::FutureRevision { requested, current } => {
-                ApiError::timeout(format!("Too large resource version: {requested}, current: {current}"))
+            StoreError::Compacted { requested, .. } => {
+                ApiError::gone(format!("too old resource version: {requested}"))
             }
+            StoreError::FutureRevision { requested, current } => ApiError::timeout(format!(
+                "Too large resource version: {requested}, current: {current}"
+            )),
             other => {
                 tracing::error!(error = %other, source = ?std::error::Error::source(&other), "store failure");
                 ApiError::internal(format!("storage error: {other}"))

@@ -19,25 +19,36 @@ pub fn uid(v: &Value) -> Option<&str> {
 
 /// `metadata.resourceVersion`.
 pub fn resource_version(v: &Value) -> Option<&str> {
-    v.pointer("/metadata/resourceVersion").and_then(Value::as_str).filter(|s| !s.is_empty())
+    v.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
 }
 
 /// `metadata.labels` as a map (empty when absent).
 pub fn labels(v: &Value) -> Map<String, Value> {
-    v.pointer("/metadata/labels").and_then(Value::as_object).cloned().unwrap_or_default()
+    v.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// `metadata.finalizers`.
 pub fn finalizers(v: &Value) -> Vec<String> {
     v.pointer("/metadata/finalizers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 /// Whether `metadata.deletionTimestamp` is set.
 pub fn is_deleting(v: &Value) -> bool {
-    v.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
+    v.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null())
 }
 
 /// `metadata` as a mutable map, created when missing or not an object.
@@ -46,7 +57,9 @@ pub fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
         *v = Value::Object(Map::new());
     }
     let obj = v.as_object_mut().expect("just made an object");
-    let meta = obj.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+    let meta = obj
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
     if !meta.is_object() {
         *meta = Value::Object(Map::new());
     }

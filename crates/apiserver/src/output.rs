@@ -16,9 +16,13 @@ pub enum Format {
     Json,
     Yaml,
     /// `meta.k8s.io/v1` Table (or v1beta1, same shape).
-    Table { beta: bool },
+    Table {
+        beta: bool,
+    },
     /// `PartialObjectMetadata` / `PartialObjectMetadataList`.
-    Metadata { beta: bool },
+    Metadata {
+        beta: bool,
+    },
 }
 
 /// Picks the first acceptable media type of `Accept`; `None` if nothing offered is served.
@@ -52,10 +56,16 @@ pub fn negotiate(accept: Option<&str>) -> Option<Format> {
         match as_.as_deref() {
             None => return Some(Format::Json),
             Some("Table") if group.as_deref() == Some("meta.k8s.io") => {
-                return Some(Format::Table { beta: version.as_deref() == Some("v1beta1") });
+                return Some(Format::Table {
+                    beta: version.as_deref() == Some("v1beta1"),
+                });
             }
-            Some("PartialObjectMetadata" | "PartialObjectMetadataList") if group.as_deref() == Some("meta.k8s.io") => {
-                return Some(Format::Metadata { beta: version.as_deref() == Some("v1beta1") });
+            Some("PartialObjectMetadata" | "PartialObjectMetadataList")
+                if group.as_deref() == Some("meta.k8s.io") =>
+            {
+                return Some(Format::Metadata {
+                    beta: version.as_deref() == Some("v1beta1"),
+                });
             }
             _ => continue,
         }
@@ -82,7 +92,11 @@ impl IncludeObject {
 }
 
 fn meta_api_version(beta: bool) -> &'static str {
-    if beta { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" }
+    if beta {
+        "meta.k8s.io/v1beta1"
+    } else {
+        "meta.k8s.io/v1"
+    }
 }
 
 /// The `PartialObjectMetadata` of an object.
@@ -95,7 +109,13 @@ pub fn partial_metadata(value: &Value, beta: bool) -> Value {
 }
 
 /// Serializes a list of objects as `<Kind>List` by splicing the cached encodings.
-pub fn encode_list(rt: &ResourceType, items: &[Arc<Object>], rv: i64, cont: Option<&str>, remaining: Option<i64>) -> Bytes {
+pub fn encode_list(
+    rt: &ResourceType,
+    items: &[Arc<Object>],
+    rv: i64,
+    cont: Option<&str>,
+    remaining: Option<i64>,
+) -> Bytes {
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some(c) = cont {
         meta["continue"] = json!(c);
@@ -105,7 +125,15 @@ pub fn encode_list(rt: &ResourceType, items: &[Arc<Object>], rv: i64, cont: Opti
     }
     let size: usize = items.iter().map(|o| o.json.len() + 1).sum();
     let mut out = BytesMut::with_capacity(size + 256);
-    out.put_slice(format!("{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[", rt.list_kind(), rt.api_version(), meta).as_bytes());
+    out.put_slice(
+        format!(
+            "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
+            rt.list_kind(),
+            rt.api_version(),
+            meta
+        )
+        .as_bytes(),
+    );
     for (i, o) in items.iter().enumerate() {
         if i > 0 {
             out.put_u8(b',');
@@ -131,9 +159,24 @@ pub fn metadata_list(items: &[Arc<Object>], rv: i64, cont: Option<&str>, beta: b
 }
 
 /// A Table of `objects` with upstream's column definitions for `rt`.
-pub fn table(rt: &ResourceType, objects: &[&Value], rv: Option<i64>, cont: Option<&str>, include: IncludeObject, beta: bool, with_columns: bool) -> Value {
+pub fn table(
+    rt: &ResourceType,
+    objects: &[&Value],
+    rv: Option<i64>,
+    cont: Option<&str>,
+    include: IncludeObject,
+    beta: bool,
+    with_columns: bool,
+) -> Value {
     let now = tandem_core::time::unix(std::time::SystemTime::now()).0;
-    let columns: Vec<Value> = if with_columns { tandem_core::table::columns(rt).iter().map(|c| c.to_json()).collect() } else { Vec::new() };
+    let columns: Vec<Value> = if with_columns {
+        tandem_core::table::columns(rt)
+            .iter()
+            .map(|c| c.to_json())
+            .collect()
+    } else {
+        Vec::new()
+    };
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
@@ -157,18 +200,38 @@ pub fn table(rt: &ResourceType, objects: &[&Value], rv: Option<i64>, cont: Optio
 }
 
 /// Encodes one object in the negotiated format.
-pub fn encode_object(rt: &ResourceType, value: &Value, format: Format, include: IncludeObject) -> (Bytes, &'static str) {
+pub fn encode_object(
+    rt: &ResourceType,
+    value: &Value,
+    format: Format,
+    include: IncludeObject,
+) -> (Bytes, &'static str) {
     match format {
-        Format::Json => (Bytes::from(serde_json::to_vec(value).unwrap_or_default()), "application/json"),
-        Format::Yaml => (Bytes::from(serde_yaml::to_string(value).unwrap_or_default()), "application/yaml"),
+        Format::Json => (
+            Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+            "application/json",
+        ),
+        Format::Yaml => (
+            Bytes::from(serde_yaml::to_string(value).unwrap_or_default()),
+            "application/yaml",
+        ),
         Format::Table { beta } => {
             if value.get("kind").and_then(Value::as_str) == Some("Status") {
-                return (Bytes::from(serde_json::to_vec(value).unwrap_or_default()), "application/json");
+                return (
+                    Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+                    "application/json",
+                );
             }
             let t = table(rt, &[value], None, None, include, beta, true);
-            (Bytes::from(serde_json::to_vec(&t).unwrap_or_default()), "application/json")
+            (
+                Bytes::from(serde_json::to_vec(&t).unwrap_or_default()),
+                "application/json",
+            )
         }
-        Format::Metadata { beta } => (Bytes::from(serde_json::to_vec(&partial_metadata(value, beta)).unwrap_or_default()), "application/json"),
+        Format::Metadata { beta } => (
+            Bytes::from(serde_json::to_vec(&partial_metadata(value, beta)).unwrap_or_default()),
+            "application/json",
+        ),
     }
 }
 
@@ -180,9 +243,19 @@ mod tests {
     fn kubectl_get_accept_header_negotiates_a_v1_table() {
         let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
         assert_eq!(negotiate(Some(accept)), Some(Format::Table { beta: false }));
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf, application/json")), Some(Format::Json));
+        assert_eq!(
+            negotiate(Some(
+                "application/vnd.kubernetes.protobuf, application/json"
+            )),
+            Some(Format::Json)
+        );
         assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf")), None);
         assert_eq!(negotiate(None), Some(Format::Json));
-        assert_eq!(negotiate(Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")), Some(Format::Metadata { beta: false }));
+        assert_eq!(
+            negotiate(Some(
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+            )),
+            Some(Format::Metadata { beta: false })
+        );
     }
 }

@@ -11,13 +11,20 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
-use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType};
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
 
 /// Errors creating or loading credentials.
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
     #[error("cannot read or write {path}")]
-    Io { path: PathBuf, #[source] source: io::Error },
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("cannot generate certificate")]
     Generate(#[from] rcgen::Error),
     #[error("{path} holds no usable {what}")]
@@ -46,7 +53,10 @@ pub struct StaticToken {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> PkiError + '_ {
-    move |source| PkiError::Io { path: path.to_path_buf(), source }
+    move |source| PkiError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 fn write_private(path: &Path, contents: &str) -> Result<(), PkiError> {
@@ -94,7 +104,10 @@ impl Pki {
         let tokens_path = dir.join("tokens.csv");
         let tokens = parse_token_file(&read("tokens.csv")?);
         if tokens.is_empty() {
-            return Err(PkiError::Invalid { path: tokens_path, what: "token" });
+            return Err(PkiError::Invalid {
+                path: tokens_path,
+                what: "token",
+            });
         }
         Ok(Pki {
             ca_pem: read("ca.crt")?,
@@ -114,13 +127,19 @@ impl Pki {
         dn.push(DnType::CommonName, "tandem-ca");
         ca_params.distinguished_name = dn;
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        ca_params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
         ca_params.not_before = rcgen::date_time_ymd(2024, 1, 1);
         ca_params.not_after = rcgen::date_time_ymd(2124, 1, 1);
         let ca_cert = ca_params.self_signed(&ca_key)?;
         let issuer = Issuer::new(ca_params, &ca_key);
 
-        let host = fs::read_to_string("/etc/hostname").map(|s| s.trim().to_string()).unwrap_or_default();
+        let host = fs::read_to_string("/etc/hostname")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
         let mut names: Vec<String> = vec![
             "localhost".into(),
             "kubernetes".into(),
@@ -131,9 +150,18 @@ impl Pki {
         if !host.is_empty() {
             names.push(host);
         }
-        names.extend(extra_sans.iter().filter(|s| s.parse::<std::net::IpAddr>().is_err()).cloned());
+        names.extend(
+            extra_sans
+                .iter()
+                .filter(|s| s.parse::<std::net::IpAddr>().is_err())
+                .cloned(),
+        );
         let mut serving = CertificateParams::new(names)?;
-        for ip in ["127.0.0.1", "::1", "10.96.0.1"].iter().map(|s| s.to_string()).chain(extra_sans.iter().cloned()) {
+        for ip in ["127.0.0.1", "::1", "10.96.0.1"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(extra_sans.iter().cloned())
+        {
             if let Ok(addr) = ip.parse::<std::net::IpAddr>() {
                 serving.subject_alt_names.push(SanType::IpAddress(addr));
             }
@@ -194,9 +222,10 @@ impl Pki {
     /// Writes the admin kubeconfig atomically with mode 0600.
     pub fn write_admin_kubeconfig(&self, path: &Path, server: &str) -> Result<(), PkiError> {
         if let Some(parent) = path.parent()
-            && !parent.as_os_str().is_empty() {
-                fs::create_dir_all(parent).map_err(io_err(parent))?;
-            }
+            && !parent.as_os_str().is_empty()
+        {
+            fs::create_dir_all(parent).map_err(io_err(parent))?;
+        }
         write_private(path, &self.admin_kubeconfig(server))
     }
 }
@@ -223,8 +252,20 @@ pub fn parse_token_file(text: &str) -> Vec<StaticToken> {
         if fields.len() < 3 || fields[0].is_empty() || fields[1].is_empty() {
             continue;
         }
-        let groups = fields.get(3).map(|g| g.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect()).unwrap_or_default();
-        out.push(StaticToken { token: fields[0].clone(), user: fields[1].clone(), groups });
+        let groups = fields
+            .get(3)
+            .map(|g| {
+                g.split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push(StaticToken {
+            token: fields[0].clone(),
+            user: fields[1].clone(),
+            groups,
+        });
     }
     out
 }
@@ -309,7 +350,8 @@ mod tests {
     fn generated_admin_certificate_identifies_admin_in_system_masters() {
         let dir = tempfile::tempdir().expect("tempdir");
         let pki = Pki::load_or_create(dir.path(), &[]).expect("pki");
-        let der = rustls::pki_types::CertificateDer::from_pem_slice(pki.admin_cert_pem.as_bytes()).expect("pem");
+        let der = rustls::pki_types::CertificateDer::from_pem_slice(pki.admin_cert_pem.as_bytes())
+            .expect("pem");
         let (cn, groups) = subject_identity(&der).expect("identity");
         assert_eq!(cn, "admin");
         assert_eq!(groups, vec!["system:masters".to_string()]);
@@ -322,13 +364,23 @@ mod tests {
     #[test]
     fn token_file_lines_parse_with_quoted_groups() {
         let t = parse_token_file("abc,alice,u1,\"g1,g2\"\n\n# comment\nbad\n");
-        assert_eq!(t, vec![StaticToken { token: "abc".into(), user: "alice".into(), groups: vec!["g1".into(), "g2".into()] }]);
+        assert_eq!(
+            t,
+            vec![StaticToken {
+                token: "abc".into(),
+                user: "alice".into(),
+                groups: vec!["g1".into(), "g2".into()]
+            }]
+        );
     }
 
     #[test]
     fn malformed_der_yields_no_identity() {
         assert_eq!(subject_identity(&[]), None);
-        assert_eq!(subject_identity(&[0x30, 0x84, 0xff, 0xff, 0xff, 0xff]), None);
+        assert_eq!(
+            subject_identity(&[0x30, 0x84, 0xff, 0xff, 0xff, 0xff]),
+            None
+        );
         assert_eq!(subject_identity(&[0x30, 0x03, 0x30, 0x01]), None);
     }
 }

@@ -31,8 +31,16 @@ pub struct ResourceRequest {
 
 /// Parses the path segments of a resource request; `None` when the path is not a resource path
 /// (discovery, health, OpenAPI…).
-pub fn parse_resource_path(method: &http::Method, path: &str, query: &Query) -> Option<ResourceRequest> {
-    let segs: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+pub fn parse_resource_path(
+    method: &http::Method,
+    path: &str,
+    query: &Query,
+) -> Option<ResourceRequest> {
+    let segs: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
     let (group, version, rest) = match segs.as_slice() {
         ["api", version, rest @ ..] => (String::new(), version.to_string(), rest),
         ["apis", group, version, rest @ ..] => (group.to_string(), version.to_string(), rest),
@@ -50,7 +58,10 @@ pub fn parse_resource_path(method: &http::Method, path: &str, query: &Query) -> 
     let mut namespace = None;
     // `namespaces/<ns>/<resource>...` scopes a namespaced resource; `namespaces/<name>` alone (or
     // with a subresource of the namespace such as `status`/`finalize`) is the Namespace itself.
-    if rest[0] == "namespaces" && rest.len() >= 3 && !matches!(rest[2].as_str(), "status" | "finalize") {
+    if rest[0] == "namespaces"
+        && rest.len() >= 3
+        && !matches!(rest[2].as_str(), "status" | "finalize")
+    {
         namespace = Some(rest[1].clone());
         rest.drain(0..2);
     } else if rest[0] == "namespaces" && rest.len() >= 2 && !legacy_watch {
@@ -75,7 +86,15 @@ pub fn parse_resource_path(method: &http::Method, path: &str, query: &Query) -> 
         ("DELETE", false) => Verb::DeleteCollection,
         _ => return None,
     };
-    Some(ResourceRequest { verb, group, version, namespace, resource, name, subresource })
+    Some(ResourceRequest {
+        verb,
+        group,
+        version,
+        namespace,
+        resource,
+        name,
+        subresource,
+    })
 }
 
 /// Decoded query parameters. Repeated keys keep the last value, as Go's `url.Values.Get` keeps the
@@ -88,25 +107,34 @@ impl Query {
         let mut map = HashMap::new();
         for pair in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            map.entry(percent_decode(&k.replace('+', " "))).or_insert_with(|| percent_decode(&v.replace('+', " ")));
+            map.entry(percent_decode(&k.replace('+', " ")))
+                .or_insert_with(|| percent_decode(&v.replace('+', " ")));
         }
         Query(map)
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).map(String::as_str).filter(|s| !s.is_empty())
+        self.0
+            .get(key)
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
     }
 
     /// A boolean parameter: `true`/`1` are true, as Go's strconv.ParseBool.
     pub fn bool(&self, key: &str) -> bool {
-        matches!(self.get(key), Some("true" | "1" | "t" | "T" | "TRUE" | "True"))
+        matches!(
+            self.get(key),
+            Some("true" | "1" | "t" | "T" | "TRUE" | "True")
+        )
     }
 
     /// An integer parameter; malformed values are an error message naming the parameter.
     pub fn int(&self, key: &str) -> Result<Option<i64>, String> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v.parse::<i64>().map(Some).map_err(|_| format!("invalid value {v:?} for query parameter {key:?}: must be an integer")),
+            Some(v) => v.parse::<i64>().map(Some).map_err(|_| {
+                format!("invalid value {v:?} for query parameter {key:?}: must be an integer")
+            }),
         }
     }
 }
@@ -136,7 +164,9 @@ mod tests {
     use super::*;
 
     fn parse(method: &str, path_and_query: &str) -> Option<ResourceRequest> {
-        let (path, q) = path_and_query.split_once('?').unwrap_or((path_and_query, ""));
+        let (path, q) = path_and_query
+            .split_once('?')
+            .unwrap_or((path_and_query, ""));
         let m = http::Method::from_bytes(method.as_bytes()).expect("method");
         parse_resource_path(&m, path, &Query::parse(Some(q)))
     }
@@ -145,24 +175,47 @@ mod tests {
     fn namespaced_subresource_paths_parse_like_upstream() {
         let r = parse("PUT", "/api/v1/namespaces/default/pods/web/status").expect("parsed");
         assert_eq!(r.verb, Verb::Update);
-        assert_eq!((r.namespace.as_deref(), r.resource.as_str(), r.name.as_deref(), r.subresource.as_deref()), (Some("default"), "pods", Some("web"), Some("status")));
+        assert_eq!(
+            (
+                r.namespace.as_deref(),
+                r.resource.as_str(),
+                r.name.as_deref(),
+                r.subresource.as_deref()
+            ),
+            (Some("default"), "pods", Some("web"), Some("status"))
+        );
         let r = parse("GET", "/apis/apps/v1/deployments?watch=true").expect("parsed");
-        assert_eq!((r.verb, r.group.as_str(), r.namespace.clone()), (Verb::Watch, "apps", None));
+        assert_eq!(
+            (r.verb, r.group.as_str(), r.namespace.clone()),
+            (Verb::Watch, "apps", None)
+        );
     }
 
     #[test]
     fn namespace_objects_are_cluster_scoped_paths() {
         let r = parse("GET", "/api/v1/namespaces/kube-system").expect("parsed");
-        assert_eq!((r.resource.as_str(), r.name.as_deref(), r.namespace.clone()), ("namespaces", Some("kube-system"), None));
+        assert_eq!(
+            (r.resource.as_str(), r.name.as_deref(), r.namespace.clone()),
+            ("namespaces", Some("kube-system"), None)
+        );
         let r = parse("PUT", "/api/v1/namespaces/x/finalize").expect("parsed");
-        assert_eq!((r.resource.as_str(), r.name.as_deref(), r.subresource.as_deref()), ("namespaces", Some("x"), Some("finalize")));
+        assert_eq!(
+            (
+                r.resource.as_str(),
+                r.name.as_deref(),
+                r.subresource.as_deref()
+            ),
+            ("namespaces", Some("x"), Some("finalize"))
+        );
         let r = parse("DELETE", "/api/v1/namespaces/default/pods").expect("parsed");
         assert_eq!(r.verb, Verb::DeleteCollection);
     }
 
     #[test]
     fn query_values_are_percent_decoded() {
-        let q = Query::parse(Some("labelSelector=app%3Dweb%2Ctier+in+%28a%29&limit=5&bad=%zz"));
+        let q = Query::parse(Some(
+            "labelSelector=app%3Dweb%2Ctier+in+%28a%29&limit=5&bad=%zz",
+        ));
         assert_eq!(q.get("labelSelector"), Some("app=web,tier in (a)"));
         assert_eq!(q.int("limit"), Ok(Some(5)));
         assert_eq!(q.get("bad"), Some("%zz"));

@@ -44,7 +44,10 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { allow_privileged: true, service_ranges: Default::default() }
+        Options {
+            allow_privileged: true,
+            service_ranges: Default::default(),
+        }
     }
 }
 
@@ -53,7 +56,15 @@ fn is_service(rt: &ResourceType) -> bool {
 }
 
 /// Runs admission and collects its field errors into `errors` and its warnings into `ctx`.
-async fn run_admission(state: &State, ctx: &mut Ctx, op: tandem_core::admission::Operation, rt: &ResourceType, obj: &mut Value, old: Option<&Value>, errors: &mut Vec<FieldError>) -> ApiResult<()> {
+async fn run_admission(
+    state: &State,
+    ctx: &mut Ctx,
+    op: tandem_core::admission::Operation,
+    rt: &ResourceType,
+    obj: &mut Value,
+    old: Option<&Value>,
+    errors: &mut Vec<FieldError>,
+) -> ApiResult<()> {
     match state.admit(op, rt, obj, old).await {
         Ok(warnings) => ctx.warnings.extend(warnings),
         Err(tandem_core::admission::AdmissionError::Invalid(e)) => errors.extend(e),
@@ -77,7 +88,15 @@ pub struct Ctx {
 impl Ctx {
     /// A context for requests the server makes on its own behalf.
     pub fn internal(user: &str) -> Ctx {
-        Ctx { query: Query::default(), format: Format::Json, content_type: None, warnings: Vec::new(), user: user.to_string(), user_agent: None, applying: false }
+        Ctx {
+            query: Query::default(),
+            format: Format::Json,
+            content_type: None,
+            warnings: Vec::new(),
+            user: user.to_string(),
+            user_agent: None,
+            applying: false,
+        }
     }
 
     /// The field manager of a write: `?fieldManager=`, else derived from the User-Agent as upstream.
@@ -97,7 +116,14 @@ impl Ctx {
         }
         let def = tandem_core::openapi::root_definition(&rt.api_version(), &rt.kind);
         let now = tandem_core::time::now_rfc3339();
-        tandem_core::patch::track_update(old, new, &self.field_manager(), &rt.api_version(), def, &now);
+        tandem_core::patch::track_update(
+            old,
+            new,
+            &self.field_manager(),
+            &rt.api_version(),
+            def,
+            &now,
+        );
     }
 
     fn dry_run(&self) -> bool {
@@ -118,14 +144,25 @@ pub enum Reply {
 
 /// Parses a request body as JSON, or YAML when the content type says so.
 pub fn decode_body(body: &[u8], content_type: Option<&str>) -> ApiResult<Value> {
-    let ct = content_type.unwrap_or("application/json").split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let ct = content_type
+        .unwrap_or("application/json")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     let value: Value = match ct.as_str() {
         "application/yaml" | "application/apply-patch+yaml" | "text/yaml" => {
-            serde_yaml::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML body: {e}")))?
+            serde_yaml::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding YAML body: {e}")))?
         }
-        "application/json" | "" | "*/*" | "application/json-patch+json" | "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
-            serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding JSON body: {e}")))?
-        }
+        "application/json"
+        | ""
+        | "*/*"
+        | "application/json-patch+json"
+        | "application/merge-patch+json"
+        | "application/strategic-merge-patch+json" => serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding JSON body: {e}")))?,
         "application/vnd.kubernetes.protobuf" => return Err(ApiError::unsupported_media_type(&ct)),
         other => return Err(ApiError::unsupported_media_type(other)),
     };
@@ -133,7 +170,9 @@ pub fn decode_body(body: &[u8], content_type: Option<&str>) -> ApiResult<Value> 
 }
 
 fn parse_stored(rt: &ResourceType, kv: &tandem_store::KeyValue) -> ApiResult<Value> {
-    let mut v: Value = serde_json::from_slice(&kv.value).map_err(|e| ApiError::internal(format!("stored {} {} is corrupt: {e}", rt.kind, kv.key)))?;
+    let mut v: Value = serde_json::from_slice(&kv.value).map_err(|e| {
+        ApiError::internal(format!("stored {} {} is corrupt: {e}", rt.kind, kv.key))
+    })?;
     set_resource_version(&mut v, kv.mod_revision);
     Ok(v)
 }
@@ -141,7 +180,11 @@ fn parse_stored(rt: &ResourceType, kv: &tandem_store::KeyValue) -> ApiResult<Val
 /// The stored encoding of an object: its JSON without `metadata.resourceVersion` (the revision
 /// is stamped on the way out).
 fn to_stored(obj: &Value) -> ApiResult<Bytes> {
-    let encode = |v: &Value| serde_json::to_vec(v).map(Bytes::from).map_err(|e| ApiError::internal(format!("cannot encode object: {e}")));
+    let encode = |v: &Value| {
+        serde_json::to_vec(v)
+            .map(Bytes::from)
+            .map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))
+    };
     if obj.pointer("/metadata/resourceVersion").is_none() {
         return encode(obj);
     }
@@ -164,8 +207,14 @@ fn same_ignoring_resource_version(a: &Value, b: &Value) -> bool {
     a.iter().all(|(k, va)| match (k.as_str(), b.get(k)) {
         ("metadata", Some(vb)) => match (va.as_object(), vb.as_object()) {
             (Some(ma), Some(mb)) => {
-                let count = |m: &serde_json::Map<String, Value>| m.keys().filter(|k| *k != "resourceVersion").count();
-                count(ma) == count(mb) && ma.iter().filter(|(k, _)| *k != "resourceVersion").all(|(k, v)| mb.get(k) == Some(v))
+                let count = |m: &serde_json::Map<String, Value>| {
+                    m.keys().filter(|k| *k != "resourceVersion").count()
+                };
+                count(ma) == count(mb)
+                    && ma
+                        .iter()
+                        .filter(|(k, _)| *k != "resourceVersion")
+                        .all(|(k, v)| mb.get(k) == Some(v))
             }
             _ => va == vb,
         },
@@ -188,16 +237,30 @@ pub struct Continue {
 
 impl Continue {
     pub fn encode(&self) -> String {
-        let raw = json!({"v": "meta.k8s.io/v1", "rv": self.revision, "start": self.start_after}).to_string();
+        let raw = json!({"v": "meta.k8s.io/v1", "rv": self.revision, "start": self.start_after})
+            .to_string();
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
     }
     pub fn decode(token: &str) -> ApiResult<Continue> {
         let bad = || ApiError::bad_request("continue key is not valid: the token is malformed");
-        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token.trim_end_matches('=')).map_err(|_| bad())?;
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token.trim_end_matches('='))
+            .map_err(|_| bad())?;
         let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
-        let revision = v.get("rv").and_then(Value::as_i64).filter(|r| *r > 0).ok_or_else(bad)?;
-        let start_after = v.get("start").and_then(Value::as_str).ok_or_else(bad)?.to_string();
-        Ok(Continue { revision, start_after })
+        let revision = v
+            .get("rv")
+            .and_then(Value::as_i64)
+            .filter(|r| *r > 0)
+            .ok_or_else(bad)?;
+        let start_after = v
+            .get("start")
+            .and_then(Value::as_str)
+            .ok_or_else(bad)?
+            .to_string();
+        Ok(Continue {
+            revision,
+            start_after,
+        })
     }
 }
 
@@ -209,19 +272,29 @@ pub struct Filter {
 
 impl Filter {
     pub fn from_query(rt: &ResourceType, q: &Query) -> ApiResult<Filter> {
-        let labels = q.get("labelSelector").map(LabelSelector::parse).transpose().map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
-        let fields = q.get("fieldSelector").map(FieldSelector::parse).transpose().map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let labels = q
+            .get("labelSelector")
+            .map(LabelSelector::parse)
+            .transpose()
+            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+        let fields = q
+            .get("fieldSelector")
+            .map(FieldSelector::parse)
+            .transpose()
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
         if let Some(f) = &fields {
-            f.validate(rt).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            f.validate(rt)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
         }
         Ok(Filter { labels, fields })
     }
 
     pub fn matches(&self, rt: &ResourceType, v: &Value) -> bool {
         if let Some(l) = &self.labels
-            && !l.matches(&meta::labels(v)) {
-                return false;
-            }
+            && !l.matches(&meta::labels(v))
+        {
+            return false;
+        }
         if let Some(f) = &self.fields {
             return f.matches(rt, v).unwrap_or(false);
         }
@@ -238,19 +311,31 @@ fn int_param(q: &Query, key: &str) -> ApiResult<Option<i64>> {
 }
 
 fn parse_rv(s: &str) -> ApiResult<Revision> {
-    s.parse::<Revision>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")))
+    s.parse::<Revision>()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")))
 }
 
 impl State {
-    pub fn resource(&self, group: &str, version: &str, plural: &str) -> ApiResult<Arc<ResourceType>> {
-        self.registry.by_plural(group, version, plural).ok_or_else(ApiError::no_route)
+    pub fn resource(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> ApiResult<Arc<ResourceType>> {
+        self.registry
+            .by_plural(group, version, plural)
+            .ok_or_else(ApiError::no_route)
     }
 
     // ----- reads -----
 
     /// GET of one object, from the store (a consistent read).
     pub async fn get(&self, rt: &ResourceType, ns: Option<&str>, name: &str) -> ApiResult<Value> {
-        let kv = self.store.get(&rt.key(ns, name)).await?.ok_or_else(|| ApiError::not_found(rt, name))?;
+        let kv = self
+            .store
+            .get(&rt.key(ns, name))
+            .await?
+            .ok_or_else(|| ApiError::not_found(rt, name))?;
         parse_stored(rt, &kv)
     }
 
@@ -259,30 +344,53 @@ impl State {
     pub async fn list(&self, ctx: &Ctx, rt: &ResourceType, ns: Option<&str>) -> ApiResult<Reply> {
         let q = &ctx.query;
         let filter = Filter::from_query(rt, q)?;
-        let limit = int_param(q, "limit")?.filter(|l| *l > 0).map(|l| l as usize);
+        let limit = int_param(q, "limit")?
+            .filter(|l| *l > 0)
+            .map(|l| l as usize);
         let prefix = rt.namespace_prefix(ns);
         let cont = q.get("continue").map(Continue::decode).transpose()?;
         let rv_param = q.get("resourceVersion");
         let rv_match = q.get("resourceVersionMatch");
         if cont.is_some() && rv_param.is_some_and(|r| r != "0") {
-            return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
         }
         let exact = match (rv_param, rv_match) {
             (Some(rv), Some("Exact")) => Some(parse_rv(rv)?),
-            (None, Some(m)) => return Err(ApiError::bad_request(format!("resourceVersionMatch is forbidden unless resourceVersion is provided (got {m:?})"))),
+            (None, Some(m)) => {
+                return Err(ApiError::bad_request(format!(
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided (got {m:?})"
+                )));
+            }
             _ => None,
         };
 
         let (items, revision, next) = if let Some(c) = cont {
             // Nothing written since the first page: the cache still holds exactly that revision.
-            let snap = self.cache.snapshot(rt, &prefix, |o| filter.matches(rt, &o.value));
+            let snap = self
+                .cache
+                .snapshot(rt, &prefix, |o| filter.matches(rt, &o.value));
             if snap.revision == c.revision {
-                let after: Vec<Arc<Object>> = snap.items.into_iter().filter(|o| o.key.as_str() > c.start_after.as_str()).collect();
+                let after: Vec<Arc<Object>> = snap
+                    .items
+                    .into_iter()
+                    .filter(|o| o.key.as_str() > c.start_after.as_str())
+                    .collect();
                 return Ok(self.page_reply(ctx, rt, after, snap.revision, limit, &filter));
             }
-            self.list_from_store(rt, &prefix, Some(&c.start_after), limit, c.revision, &filter).await?
+            self.list_from_store(
+                rt,
+                &prefix,
+                Some(&c.start_after),
+                limit,
+                c.revision,
+                &filter,
+            )
+            .await?
         } else if let Some(rev) = exact {
-            self.list_from_store(rt, &prefix, None, limit, rev, &filter).await?
+            self.list_from_store(rt, &prefix, None, limit, rev, &filter)
+                .await?
         } else {
             // Consistent read from cache: wait until it reflects the store's current revision,
             // unless the client accepts any state (resourceVersion=0).
@@ -290,13 +398,17 @@ impl State {
                 let target = self.store.current_revision();
                 if !self.cache.wait_for(target, Duration::from_secs(3)).await {
                     let rev = self.store.current_revision();
-                    let (items, revision, next) = self.list_from_store(rt, &prefix, None, limit, rev, &filter).await?;
+                    let (items, revision, next) = self
+                        .list_from_store(rt, &prefix, None, limit, rev, &filter)
+                        .await?;
                     return Ok(self.list_reply(ctx, rt, items, revision, next, None));
                 }
             } else if let Some(min) = rv_param.and_then(|r| r.parse::<Revision>().ok()) {
                 self.cache.wait_for(min, Duration::from_secs(3)).await;
             }
-            let snap = self.cache.snapshot(rt, &prefix, |o| filter.matches(rt, &o.value));
+            let snap = self
+                .cache
+                .snapshot(rt, &prefix, |o| filter.matches(rt, &o.value));
             return Ok(self.page_reply(ctx, rt, snap.items, snap.revision, limit, &filter));
         };
         Ok(self.list_reply(ctx, rt, items, revision, next, None))
@@ -304,22 +416,45 @@ impl State {
 
     /// One page of a cached snapshot: the first `limit` items, a continue token when more remain,
     /// and `remainingItemCount` when no selector filtered the list (upstream only knows it then).
-    fn page_reply(&self, ctx: &Ctx, rt: &ResourceType, mut items: Vec<Arc<Object>>, revision: Revision, limit: Option<usize>, filter: &Filter) -> Reply {
+    fn page_reply(
+        &self,
+        ctx: &Ctx,
+        rt: &ResourceType,
+        mut items: Vec<Arc<Object>>,
+        revision: Revision,
+        limit: Option<usize>,
+        filter: &Filter,
+    ) -> Reply {
         let mut next = None;
         let mut remaining = None;
         if let Some(l) = limit
-            && items.len() > l {
-                let rest = items.len() - l;
-                items.truncate(l);
-                next = items.last().map(|o| Continue { revision, start_after: o.key.clone() }.encode());
-                if filter.is_empty() {
-                    remaining = Some(rest as i64);
+            && items.len() > l
+        {
+            let rest = items.len() - l;
+            items.truncate(l);
+            next = items.last().map(|o| {
+                Continue {
+                    revision,
+                    start_after: o.key.clone(),
                 }
+                .encode()
+            });
+            if filter.is_empty() {
+                remaining = Some(rest as i64);
             }
+        }
         self.list_reply(ctx, rt, items, revision, next, remaining)
     }
 
-    async fn list_from_store(&self, rt: &ResourceType, prefix: &str, start: Option<&str>, limit: Option<usize>, revision: Revision, filter: &Filter) -> ApiResult<(Vec<Arc<Object>>, Revision, Option<String>)> {
+    async fn list_from_store(
+        &self,
+        rt: &ResourceType,
+        prefix: &str,
+        start: Option<&str>,
+        limit: Option<usize>,
+        revision: Revision,
+        filter: &Filter,
+    ) -> ApiResult<(Vec<Arc<Object>>, Revision, Option<String>)> {
         let mut items = Vec::new();
         let mut after = start.map(str::to_string);
         loop {
@@ -331,14 +466,23 @@ impl State {
             for kv in &page.items {
                 after = Some(kv.key.clone());
                 if let Some(obj) = Object::from_kv(kv)
-                    && filter.matches(rt, &obj.value) {
-                        items.push(Arc::new(obj));
-                        if limit.is_some_and(|l| items.len() >= l) {
-                            let next = (more || kv.key != page.items.last().map(|k| k.key.clone()).unwrap_or_default())
-                                .then(|| Continue { revision, start_after: kv.key.clone() }.encode());
-                            return Ok((items, revision, next));
-                        }
+                    && filter.matches(rt, &obj.value)
+                {
+                    items.push(Arc::new(obj));
+                    if limit.is_some_and(|l| items.len() >= l) {
+                        let next = (more
+                            || kv.key
+                                != page.items.last().map(|k| k.key.clone()).unwrap_or_default())
+                        .then(|| {
+                            Continue {
+                                revision,
+                                start_after: kv.key.clone(),
+                            }
+                            .encode()
+                        });
+                        return Ok((items, revision, next));
                     }
+                }
             }
             if !more {
                 return Ok((items, revision, None));
@@ -346,18 +490,46 @@ impl State {
         }
     }
 
-    fn list_reply(&self, ctx: &Ctx, rt: &ResourceType, items: Vec<Arc<Object>>, revision: Revision, next: Option<String>, remaining: Option<i64>) -> Reply {
+    fn list_reply(
+        &self,
+        ctx: &Ctx,
+        rt: &ResourceType,
+        items: Vec<Arc<Object>>,
+        revision: Revision,
+        next: Option<String>,
+        remaining: Option<i64>,
+    ) -> Reply {
         match ctx.format {
             Format::Table { beta } => {
                 let values: Vec<&Value> = items.iter().map(|o| &o.value).collect();
-                let table = output::table(rt, &values, Some(revision), next.as_deref(), ctx.include(), beta, true);
-                Reply::Raw(200, Bytes::from(serde_json::to_vec(&table).unwrap_or_default()), "application/json")
+                let table = output::table(
+                    rt,
+                    &values,
+                    Some(revision),
+                    next.as_deref(),
+                    ctx.include(),
+                    beta,
+                    true,
+                );
+                Reply::Raw(
+                    200,
+                    Bytes::from(serde_json::to_vec(&table).unwrap_or_default()),
+                    "application/json",
+                )
             }
             Format::Metadata { beta } => {
                 let list = output::metadata_list(&items, revision, next.as_deref(), beta);
-                Reply::Raw(200, Bytes::from(serde_json::to_vec(&list).unwrap_or_default()), "application/json")
+                Reply::Raw(
+                    200,
+                    Bytes::from(serde_json::to_vec(&list).unwrap_or_default()),
+                    "application/json",
+                )
             }
-            Format::Json | Format::Yaml => Reply::Raw(200, output::encode_list(rt, &items, revision, next.as_deref(), remaining), "application/json"),
+            Format::Json | Format::Yaml => Reply::Raw(
+                200,
+                output::encode_list(rt, &items, revision, next.as_deref(), remaining),
+                "application/json",
+            ),
         }
     }
 
@@ -366,18 +538,36 @@ impl State {
     /// Decodes a body into the type of `rt`, applying `fieldValidation` to unknown fields.
     fn decode_typed(&self, ctx: &mut Ctx, rt: &ResourceType, body: &Value) -> ApiResult<Value> {
         if let Some(av) = body.get("apiVersion").and_then(Value::as_str)
-            && av != rt.api_version() {
-                return Err(ApiError::bad_request(format!("the API version in the data ({av}) does not match the expected API version ({})", rt.api_version())));
-            }
+            && av != rt.api_version()
+        {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({})",
+                rt.api_version()
+            )));
+        }
         if let Some(kind) = body.get("kind").and_then(Value::as_str)
-            && kind != rt.kind {
-                return Err(ApiError::bad_request(format!("the kind in the data ({kind}) does not match the expected kind ({})", rt.kind)));
-            }
-        let decoded = tandem_core::typed::roundtrip(rt, body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            && kind != rt.kind
+        {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({kind}) does not match the expected kind ({})",
+                rt.kind
+            )));
+        }
+        let decoded = tandem_core::typed::roundtrip(rt, body)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
         if !decoded.unknown_fields.is_empty() {
-            let msgs: Vec<String> = decoded.unknown_fields.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+            let msgs: Vec<String> = decoded
+                .unknown_fields
+                .iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect();
             match ctx.query.get("fieldValidation").unwrap_or("Warn") {
-                "Strict" => return Err(ApiError::bad_request(format!("strict decoding error: {}", msgs.join(", ")))),
+                "Strict" => {
+                    return Err(ApiError::bad_request(format!(
+                        "strict decoding error: {}",
+                        msgs.join(", ")
+                    )));
+                }
                 "Ignore" => {}
                 _ => ctx.warnings.extend(msgs),
             }
@@ -397,18 +587,34 @@ impl State {
                 None => return Err(ApiError::not_found(&nsrt, ns)),
             },
         };
-        if meta::is_deleting(&value) || value.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating") {
+        if meta::is_deleting(&value)
+            || value.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
+        {
             return Err(ApiError {
-                details: Some(json!({"causes": [{"reason": "NamespaceTerminating", "message": format!("namespace {ns} is being terminated"), "field": "metadata.namespace"}]})),
-                ..ApiError::forbidden(format!("unable to create new content in namespace {ns} because it is being terminated"))
+                details: Some(
+                    json!({"causes": [{"reason": "NamespaceTerminating", "message": format!("namespace {ns} is being terminated"), "field": "metadata.namespace"}]}),
+                ),
+                ..ApiError::forbidden(format!(
+                    "unable to create new content in namespace {ns} because it is being terminated"
+                ))
             });
         }
         Ok(())
     }
 
     /// Create: decode, fill system metadata, default, validate, store.
-    pub async fn create(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, body: Value) -> ApiResult<Reply> {
-        let _service_guard = if is_service(rt) { Some(self.service_lock.lock().await) } else { None };
+    pub async fn create(
+        &self,
+        ctx: &mut Ctx,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        body: Value,
+    ) -> ApiResult<Reply> {
+        let _service_guard = if is_service(rt) {
+            Some(self.service_lock.lock().await)
+        } else {
+            None
+        };
         let obj = self.prepare_create(ctx, rt, ns, body).await?;
         let name = meta::name(&obj).unwrap_or_default().to_string();
         if ctx.dry_run() {
@@ -416,12 +622,18 @@ impl State {
         }
         let key = rt.key(ns, &name);
         let stored = to_stored(&obj)?;
-        let kv = self.store.create(&key, stored.clone()).await.map_err(|e| match e {
-            StoreError::AlreadyExists(_) => ApiError::already_exists(rt, &name),
-            other => other.into(),
-        })?;
+        let kv = self
+            .store
+            .create(&key, stored.clone())
+            .await
+            .map_err(|e| match e {
+                StoreError::AlreadyExists(_) => ApiError::already_exists(rt, &name),
+                other => other.into(),
+            })?;
         if is_service(rt) {
-            self.cache.wait_for(kv.mod_revision, Duration::from_secs(3)).await;
+            self.cache
+                .wait_for(kv.mod_revision, Duration::from_secs(3))
+                .await;
         }
         if ctx.format == Format::Json {
             // The response is the stored encoding with the revision stamped in: no re-encoding.
@@ -432,11 +644,21 @@ impl State {
         Ok(Reply::Value(201, with_rv(obj, kv.mod_revision)))
     }
 
-    async fn prepare_create(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, body: Value) -> ApiResult<Value> {
+    async fn prepare_create(
+        &self,
+        ctx: &mut Ctx,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        body: Value,
+    ) -> ApiResult<Value> {
         if let (Some(body_ns), Some(url_ns)) = (meta::namespace(&body), ns)
-            && !body_ns.is_empty() && body_ns != url_ns {
-                return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
-            }
+            && !body_ns.is_empty()
+            && body_ns != url_ns
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
         let mut obj = self.decode_typed(ctx, rt, &body)?;
         let m = meta::meta_mut(&mut obj);
         if rt.namespaced {
@@ -446,39 +668,89 @@ impl State {
         } else {
             m.remove("namespace");
         }
-        let has_name = m.get("name").and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+        let has_name = m
+            .get("name")
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty());
         if !has_name {
-            match m.get("generateName").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+            match m
+                .get("generateName")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            {
                 Some(prefix) => {
                     let n = meta::generate_name(prefix);
                     m.insert("name".into(), json!(n));
                 }
                 None => {
-                    return Err(ApiError::invalid(rt, "", &[FieldError::required("metadata.name", "name or generateName is required")]));
+                    return Err(ApiError::invalid(
+                        rt,
+                        "",
+                        &[FieldError::required(
+                            "metadata.name",
+                            "name or generateName is required",
+                        )],
+                    ));
                 }
             }
         }
-        if let Some(rv) = m.get("resourceVersion").and_then(Value::as_str).filter(|s| !s.is_empty()) {
-            let name = m.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-            return Err(ApiError::invalid(rt, &name, &[FieldError::invalid("metadata.resourceVersion", &json!(rv), "resourceVersion should not be set on objects to be created")]));
+        if let Some(rv) = m
+            .get("resourceVersion")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
+            let name = m
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            return Err(ApiError::invalid(
+                rt,
+                &name,
+                &[FieldError::invalid(
+                    "metadata.resourceVersion",
+                    &json!(rv),
+                    "resourceVersion should not be set on objects to be created",
+                )],
+            ));
         }
         let uid = meta::new_uid();
         m.insert("uid".into(), json!(uid));
-        m.insert("creationTimestamp".into(), json!(tandem_core::time::now_rfc3339()));
+        m.insert(
+            "creationTimestamp".into(),
+            json!(tandem_core::time::now_rfc3339()),
+        );
         m.remove("deletionTimestamp");
         m.remove("deletionGracePeriodSeconds");
         m.remove("selfLink");
-        let name = m.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let name = m
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         if rt.namespaced {
             match ns {
                 Some(ns) => self.namespace_allows_create(ns).await?,
-                None => return Err(ApiError::bad_request("the namespace of the object must be set for a namespaced resource")),
+                None => {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the object must be set for a namespaced resource",
+                    ));
+                }
             }
         }
         crate::pipeline::apply_defaults(rt, &mut obj);
         crate::pipeline::prepare_for_create(rt, &mut obj, &uid);
         let mut errors = Vec::new();
-        run_admission(self, ctx, tandem_core::admission::Operation::Create, rt, &mut obj, None, &mut errors).await?;
+        run_admission(
+            self,
+            ctx,
+            tandem_core::admission::Operation::Create,
+            rt,
+            &mut obj,
+            None,
+            &mut errors,
+        )
+        .await?;
         if is_service(rt) {
             errors.extend(crate::service_alloc::allocate(self, rt, &mut obj, None));
         }
@@ -493,12 +765,28 @@ impl State {
     /// Finishes an update of `old` (stored at `old_rev`) to `new`: system fields, strategy,
     /// defaults, validation, then a compare-and-swap write. Removing the last finalizer of an
     /// object being deleted deletes it, as upstream's store does.
-    async fn commit_update(&self, ctx: &mut Ctx, rt: &ResourceType, at: ObjectKey<'_>, mut new: Value, stored: Stored<'_>, sub: Option<&str>) -> ApiResult<Reply> {
+    async fn commit_update(
+        &self,
+        ctx: &mut Ctx,
+        rt: &ResourceType,
+        at: ObjectKey<'_>,
+        mut new: Value,
+        stored: Stored<'_>,
+        sub: Option<&str>,
+    ) -> ApiResult<Reply> {
         let ObjectKey { ns, name } = at;
-        let Stored { value: old, rev: old_rev } = stored;
+        let Stored {
+            value: old,
+            rev: old_rev,
+        } = stored;
         {
             let m = meta::meta_mut(&mut new);
-            for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"] {
+            for f in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+            ] {
                 match old.pointer(&format!("/metadata/{f}")) {
                     Some(v) => m.insert(f.into(), v.clone()),
                     None => m.remove(f),
@@ -516,7 +804,10 @@ impl State {
             Some("finalize") => {
                 // Only spec.finalizers of a Namespace changes through `finalize`
                 // (upstream `namespaceFinalizeStrategy`).
-                let finalizers = new.pointer("/spec/finalizers").cloned().unwrap_or_else(|| json!([]));
+                let finalizers = new
+                    .pointer("/spec/finalizers")
+                    .cloned()
+                    .unwrap_or_else(|| json!([]));
                 new = old.clone();
                 new["spec"]["finalizers"] = finalizers;
             }
@@ -524,9 +815,23 @@ impl State {
         }
         let mut errors = Vec::new();
         if sub.is_none() {
-            run_admission(self, ctx, tandem_core::admission::Operation::Update, rt, &mut new, Some(old), &mut errors).await?;
+            run_admission(
+                self,
+                ctx,
+                tandem_core::admission::Operation::Update,
+                rt,
+                &mut new,
+                Some(old),
+                &mut errors,
+            )
+            .await?;
             if is_service(rt) {
-                errors.extend(crate::service_alloc::allocate(self, rt, &mut new, Some(old)));
+                errors.extend(crate::service_alloc::allocate(
+                    self,
+                    rt,
+                    &mut new,
+                    Some(old),
+                ));
             }
         }
         errors.extend(match sub {
@@ -540,12 +845,18 @@ impl State {
             ctx.track(rt, Some(old), &mut new);
         }
         let key = rt.key(ns, name);
-        let finished = meta::is_deleting(&new) && meta::finalizers(&new).is_empty() && !has_spec_finalizers(rt, &new);
+        let finished = meta::is_deleting(&new)
+            && meta::finalizers(&new).is_empty()
+            && !has_spec_finalizers(rt, &new);
         if ctx.dry_run() {
             return Ok(Reply::Value(200, new));
         }
         if finished {
-            let kv = self.store.delete(&key, Some(old_rev)).await.map_err(|e| map_write_err(rt, name, e))?;
+            let kv = self
+                .store
+                .delete(&key, Some(old_rev))
+                .await
+                .map_err(|e| map_write_err(rt, name, e))?;
             return Ok(Reply::Value(200, with_rv(new, kv.mod_revision)));
         }
         if same_ignoring_resource_version(&new, old) {
@@ -553,36 +864,87 @@ impl State {
             return Ok(Reply::Value(200, with_rv(new, old_rev)));
         }
         let bytes = to_stored(&new)?;
-        let kv = self.store.update(&key, bytes, Some(old_rev)).await.map_err(|e| map_write_err(rt, name, e))?;
+        let kv = self
+            .store
+            .update(&key, bytes, Some(old_rev))
+            .await
+            .map_err(|e| map_write_err(rt, name, e))?;
         Ok(Reply::Value(200, with_rv(new, kv.mod_revision)))
     }
 
     /// PUT of an object or its status.
-    pub async fn update(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, name: &str, body: Value, sub: Option<&str>) -> ApiResult<Reply> {
+    pub async fn update(
+        &self,
+        ctx: &mut Ctx,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        body: Value,
+        sub: Option<&str>,
+    ) -> ApiResult<Reply> {
         if let Some(body_name) = meta::name(&body)
-            && body_name != name {
-                return Err(ApiError::bad_request(format!("the name of the object ({body_name}) does not match the name on the URL ({name})")));
-            }
+            && body_name != name
+        {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
         if let (Some(body_ns), Some(url_ns)) = (meta::namespace(&body), ns)
-            && !body_ns.is_empty() && body_ns != url_ns {
-                return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
-            }
+            && !body_ns.is_empty()
+            && body_ns != url_ns
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
         let new = self.decode_typed(ctx, rt, &body)?;
-        let _service_guard = if is_service(rt) { Some(self.service_lock.lock().await) } else { None };
+        let _service_guard = if is_service(rt) {
+            Some(self.service_lock.lock().await)
+        } else {
+            None
+        };
         let precondition = meta::resource_version(&new).map(parse_rv).transpose()?;
         let key = rt.key(ns, name);
-        let kv = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(rt, name))?;
+        let kv = self
+            .store
+            .get(&key)
+            .await?
+            .ok_or_else(|| ApiError::not_found(rt, name))?;
         if precondition.is_some_and(|p| p != kv.mod_revision) {
             return Err(ApiError::conflict(rt, name));
         }
         let old = parse_stored(rt, &kv)?;
-        self.commit_update(ctx, rt, ObjectKey { ns, name }, new, Stored { value: &old, rev: kv.mod_revision }, sub).await
+        self.commit_update(
+            ctx,
+            rt,
+            ObjectKey { ns, name },
+            new,
+            Stored {
+                value: &old,
+                rev: kv.mod_revision,
+            },
+            sub,
+        )
+        .await
     }
 
     /// PATCH (JSON, merge, strategic merge) and server-side apply.
-    pub async fn patch(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, name: &str, body: &[u8], sub: Option<&str>) -> ApiResult<Reply> {
+    pub async fn patch(
+        &self,
+        ctx: &mut Ctx,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        body: &[u8],
+        sub: Option<&str>,
+    ) -> ApiResult<Reply> {
         let ct = ctx.content_type.clone().unwrap_or_default();
-        let ct = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let ct = ct
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
         let kind = match ct.as_str() {
             "application/json-patch+json" => PatchKind::Json,
             "application/merge-patch+json" => PatchKind::Merge,
@@ -590,18 +952,36 @@ impl State {
             "application/apply-patch+yaml" | "application/apply-patch+cbor" => PatchKind::Apply,
             other => return Err(ApiError::unsupported_media_type(other)),
         };
-        let patch = decode_body(body, Some(if kind == PatchKind::Apply { "application/yaml" } else { "application/json" }))?;
+        let patch = decode_body(
+            body,
+            Some(if kind == PatchKind::Apply {
+                "application/yaml"
+            } else {
+                "application/json"
+            }),
+        )?;
         let key = rt.key(ns, name);
-        let mut service_guard = if is_service(rt) { Some(self.service_lock.lock().await) } else { None };
+        let mut service_guard = if is_service(rt) {
+            Some(self.service_lock.lock().await)
+        } else {
+            None
+        };
         for _attempt in 0..8 {
             let current = self.store.get(&key).await?;
             let Some(kv) = current else {
                 if kind == PatchKind::Apply {
-                    let manager = ctx.query.get("fieldManager").unwrap_or("unknown").to_string();
+                    let manager = ctx
+                        .query
+                        .get("fieldManager")
+                        .unwrap_or("unknown")
+                        .to_string();
                     let force = ctx.query.bool("force");
                     let now = tandem_core::time::now_rfc3339();
                     let def = tandem_core::openapi::root_definition(&rt.api_version(), &rt.kind);
-                    let obj = tandem_core::patch::server_side_apply(None, &patch, &manager, force, def, &now).map_err(|e| apply_error(rt, name, e))?;
+                    let obj = tandem_core::patch::server_side_apply(
+                        None, &patch, &manager, force, def, &now,
+                    )
+                    .map_err(|e| apply_error(rt, name, e))?;
                     ctx.applying = true;
                     // `create` takes the Service lock itself.
                     drop(service_guard.take());
@@ -611,38 +991,96 @@ impl State {
             };
             let old = parse_stored(rt, &kv)?;
             // A scale patch applies to the Scale view of the object.
-            let base = if sub == Some("scale") { self.scale_of(rt, &old) } else { old.clone() };
+            let base = if sub == Some("scale") {
+                self.scale_of(rt, &old)
+            } else {
+                old.clone()
+            };
             let patched = self.apply_patch(ctx, rt, name, kind, &base, &patch)?;
             if let Some(rv) = meta::resource_version(&patched)
-                && parse_rv(rv)? != kv.mod_revision {
-                    return Err(ApiError::conflict(rt, name));
-                }
+                && parse_rv(rv)? != kv.mod_revision
+            {
+                return Err(ApiError::conflict(rt, name));
+            }
             if let (Some(pn), true) = (meta::name(&patched), kind != PatchKind::Apply)
-                && pn != name {
-                    return Err(ApiError::bad_request(format!("the name of the object ({pn}) does not match the name on the URL ({name})")));
-                }
+                && pn != name
+            {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({pn}) does not match the name on the URL ({name})"
+                )));
+            }
             if sub == Some("scale") {
-                return self.write_scale(ctx, rt, ObjectKey { ns, name }, Stored { value: &old, rev: kv.mod_revision }, &patched).await;
+                return self
+                    .write_scale(
+                        ctx,
+                        rt,
+                        ObjectKey { ns, name },
+                        Stored {
+                            value: &old,
+                            rev: kv.mod_revision,
+                        },
+                        &patched,
+                    )
+                    .await;
             }
             let new = self.decode_typed(ctx, rt, &patched)?;
             ctx.applying = kind == PatchKind::Apply;
-            match self.commit_update(ctx, rt, ObjectKey { ns, name }, new, Stored { value: &old, rev: kv.mod_revision }, sub).await {
+            match self
+                .commit_update(
+                    ctx,
+                    rt,
+                    ObjectKey { ns, name },
+                    new,
+                    Stored {
+                        value: &old,
+                        rev: kv.mod_revision,
+                    },
+                    sub,
+                )
+                .await
+            {
                 // A patch without its own resourceVersion precondition is re-applied to the new
                 // state, as upstream's patcher retries on conflict.
-                Err(e) if e.code == 409 && e.reason == "Conflict" && !patch_sets_resource_version(kind, &patch) => continue,
+                Err(e)
+                    if e.code == 409
+                        && e.reason == "Conflict"
+                        && !patch_sets_resource_version(kind, &patch) =>
+                {
+                    continue;
+                }
                 other => return other,
             }
         }
         Err(ApiError::conflict(rt, name))
     }
 
-    fn apply_patch(&self, ctx: &Ctx, rt: &ResourceType, name: &str, kind: PatchKind, old: &Value, patch: &Value) -> ApiResult<Value> {
+    fn apply_patch(
+        &self,
+        ctx: &Ctx,
+        rt: &ResourceType,
+        name: &str,
+        kind: PatchKind,
+        old: &Value,
+        patch: &Value,
+    ) -> ApiResult<Value> {
         let patch_error = |e: tandem_core::patch::PatchError| match e.status_code() {
-            422 => ApiError::invalid(rt, name, &[FieldError::invalid("patch", &json!(patch.to_string()), e.to_string())]),
+            422 => ApiError::invalid(
+                rt,
+                name,
+                &[FieldError::invalid(
+                    "patch",
+                    &json!(patch.to_string()),
+                    e.to_string(),
+                )],
+            ),
             413 => ApiError::new(413, "RequestEntityTooLarge", e.to_string()),
             _ => ApiError::bad_request(e.to_string()),
         };
-        let def = if old.get("kind").and_then(Value::as_str) == Some("Scale") { None } else { tandem_core::openapi::root_definition(&rt.api_version(), &rt.kind) };
+        let def = if old.get("kind").and_then(Value::as_str) == Some("Scale") {
+            None
+        } else {
+            tandem_core::openapi::root_definition(&rt.api_version(), &rt.kind)
+        };
         match kind {
             PatchKind::Json => tandem_core::patch::json_patch(old, patch).map_err(patch_error),
             PatchKind::Merge => {
@@ -653,14 +1091,24 @@ impl State {
             }
             PatchKind::Strategic => {
                 if !patch.is_object() {
-                    return Err(ApiError::bad_request("strategic merge patch must be a JSON object"));
+                    return Err(ApiError::bad_request(
+                        "strategic merge patch must be a JSON object",
+                    ));
                 }
                 tandem_core::patch::strategic_merge_patch(old, patch, def).map_err(patch_error)
             }
             PatchKind::Apply => {
                 let manager = ctx.query.get("fieldManager").ok_or_else(|| ApiError::bad_request("PATCH requests of type application/apply-patch+yaml require a fieldManager query parameter"))?;
                 let now = tandem_core::time::now_rfc3339();
-                tandem_core::patch::server_side_apply(Some(old), patch, manager, ctx.query.bool("force"), def, &now).map_err(|e| apply_error(rt, name, e))
+                tandem_core::patch::server_side_apply(
+                    Some(old),
+                    patch,
+                    manager,
+                    ctx.query.bool("force"),
+                    def,
+                    &now,
+                )
+                .map_err(|e| apply_error(rt, name, e))
             }
         }
     }
@@ -669,14 +1117,21 @@ impl State {
 
     /// The `autoscaling/v1` Scale of a workload.
     pub fn scale_of(&self, rt: &ResourceType, obj: &Value) -> Value {
-        let selector = obj.pointer("/spec/selector").map(|s| match s.get("matchLabels").or(Some(s)) {
-            Some(Value::Object(m)) if rt.kind != "ReplicationController" || !m.is_empty() => {
-                let mut parts: Vec<String> = m.iter().filter_map(|(k, v)| v.as_str().map(|v| format!("{k}={v}"))).collect();
-                parts.sort();
-                parts.join(",")
-            }
-            _ => String::new(),
-        });
+        let selector =
+            obj.pointer("/spec/selector")
+                .map(|s| match s.get("matchLabels").or(Some(s)) {
+                    Some(Value::Object(m))
+                        if rt.kind != "ReplicationController" || !m.is_empty() =>
+                    {
+                        let mut parts: Vec<String> = m
+                            .iter()
+                            .filter_map(|(k, v)| v.as_str().map(|v| format!("{k}={v}")))
+                            .collect();
+                        parts.sort();
+                        parts.join(",")
+                    }
+                    _ => String::new(),
+                });
         json!({
             "kind": "Scale",
             "apiVersion": "autoscaling/v1",
@@ -693,27 +1148,69 @@ impl State {
     }
 
     /// PUT of a Scale.
-    pub async fn update_scale(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, name: &str, body: Value) -> ApiResult<Reply> {
+    pub async fn update_scale(
+        &self,
+        ctx: &mut Ctx,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        body: Value,
+    ) -> ApiResult<Reply> {
         let key = rt.key(ns, name);
-        let kv = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(rt, name))?;
+        let kv = self
+            .store
+            .get(&key)
+            .await?
+            .ok_or_else(|| ApiError::not_found(rt, name))?;
         let old = parse_stored(rt, &kv)?;
         if let Some(rv) = meta::resource_version(&body)
-            && parse_rv(rv)? != kv.mod_revision {
-                return Err(ApiError::conflict(rt, name));
-            }
-        self.write_scale(ctx, rt, ObjectKey { ns, name }, Stored { value: &old, rev: kv.mod_revision }, &body).await
+            && parse_rv(rv)? != kv.mod_revision
+        {
+            return Err(ApiError::conflict(rt, name));
+        }
+        self.write_scale(
+            ctx,
+            rt,
+            ObjectKey { ns, name },
+            Stored {
+                value: &old,
+                rev: kv.mod_revision,
+            },
+            &body,
+        )
+        .await
     }
 
-    async fn write_scale(&self, ctx: &mut Ctx, rt: &ResourceType, at: ObjectKey<'_>, stored: Stored<'_>, scale: &Value) -> ApiResult<Reply> {
+    async fn write_scale(
+        &self,
+        ctx: &mut Ctx,
+        rt: &ResourceType,
+        at: ObjectKey<'_>,
+        stored: Stored<'_>,
+        scale: &Value,
+    ) -> ApiResult<Reply> {
         let name = at.name;
         let old = stored.value;
         let replicas = match scale.pointer("/spec/replicas") {
             None | Some(Value::Null) => 0,
-            Some(v) => v.as_i64().ok_or_else(|| ApiError::bad_request("Scale spec.replicas must be an integer"))?,
+            Some(v) => v
+                .as_i64()
+                .ok_or_else(|| ApiError::bad_request("Scale spec.replicas must be an integer"))?,
         };
         if replicas < 0 {
-            let scale_rt = ResourceType { kind: "Scale".into(), ..rt.clone() };
-            return Err(ApiError::invalid(&scale_rt, name, &[FieldError::invalid("spec.replicas", &json!(replicas), "must be greater than or equal to 0")]));
+            let scale_rt = ResourceType {
+                kind: "Scale".into(),
+                ..rt.clone()
+            };
+            return Err(ApiError::invalid(
+                &scale_rt,
+                name,
+                &[FieldError::invalid(
+                    "spec.replicas",
+                    &json!(replicas),
+                    "must be greater than or equal to 0",
+                )],
+            ));
         }
         let mut new = old.clone();
         new["spec"]["replicas"] = json!(replicas);
@@ -726,29 +1223,72 @@ impl State {
     // ----- binding -----
 
     /// POST pods/<name>/binding: assigns the pod to a node, once (upstream `BindingREST.Create`).
-    pub async fn bind(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, name: &str, body: Value) -> ApiResult<Reply> {
-        let node = body.pointer("/target/name").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
+    pub async fn bind(
+        &self,
+        ctx: &mut Ctx,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        body: Value,
+    ) -> ApiResult<Reply> {
+        let node = body
+            .pointer("/target/name")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
         let Some(node) = node else {
-            let binding = ResourceType { kind: "Binding".into(), ..rt.clone() };
-            return Err(ApiError::invalid(&binding, name, &[FieldError::required("target.name", "")]));
+            let binding = ResourceType {
+                kind: "Binding".into(),
+                ..rt.clone()
+            };
+            return Err(ApiError::invalid(
+                &binding,
+                name,
+                &[FieldError::required("target.name", "")],
+            ));
         };
         let key = rt.key(ns, name);
         for _ in 0..5 {
-            let kv = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(rt, name))?;
+            let kv = self
+                .store
+                .get(&key)
+                .await?
+                .ok_or_else(|| ApiError::not_found(rt, name))?;
             let old = parse_stored(rt, &kv)?;
             // Upstream names the resource `pods/binding` in these conflicts.
-            let binding_rt = ResourceType { plural: "pods/binding".into(), ..rt.clone() };
+            let binding_rt = ResourceType {
+                plural: "pods/binding".into(),
+                ..rt.clone()
+            };
             if meta::is_deleting(&old) {
-                return Err(ApiError::conflict_msg(&binding_rt, name, "pod is being deleted, cannot be assigned to a host"));
+                return Err(ApiError::conflict_msg(
+                    &binding_rt,
+                    name,
+                    "pod is being deleted, cannot be assigned to a host",
+                ));
             }
-            if let Some(existing) = old.pointer("/spec/nodeName").and_then(Value::as_str).filter(|s| !s.is_empty()) {
-                return Err(ApiError::conflict_msg(&binding_rt, name, &format!("pod {name} is already assigned to node \"{existing}\"")));
+            if let Some(existing) = old
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            {
+                return Err(ApiError::conflict_msg(
+                    &binding_rt,
+                    name,
+                    &format!("pod {name} is already assigned to node \"{existing}\""),
+                ));
             }
             let mut new = old.clone();
             new["spec"]["nodeName"] = json!(node);
             let now = tandem_core::time::now_rfc3339();
-            let conds = new["status"]["conditions"].as_array().cloned().unwrap_or_default();
-            let mut conds: Vec<Value> = conds.into_iter().filter(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled")).collect();
+            let conds = new["status"]["conditions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let mut conds: Vec<Value> = conds
+                .into_iter()
+                .filter(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"))
+                .collect();
             conds.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now}));
             new["status"]["conditions"] = json!(conds);
             if ctx.dry_run() {
@@ -768,39 +1308,89 @@ impl State {
 
     /// DELETE of one object, honouring preconditions, grace periods, finalizers and the
     /// propagation policy (upstream `Store.Delete` with `BeforeDelete`).
-    pub async fn delete(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, name: &str, opts: &Value) -> ApiResult<Reply> {
+    pub async fn delete(
+        &self,
+        ctx: &mut Ctx,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        opts: &Value,
+    ) -> ApiResult<Reply> {
         let key = rt.key(ns, name);
-        let grace_param = int_param(&ctx.query, "gracePeriodSeconds")?.or_else(|| opts.get("gracePeriodSeconds").and_then(Value::as_i64));
+        let grace_param = int_param(&ctx.query, "gracePeriodSeconds")?
+            .or_else(|| opts.get("gracePeriodSeconds").and_then(Value::as_i64));
         let propagation = ctx
             .query
             .get("propagationPolicy")
             .map(str::to_string)
-            .or_else(|| opts.get("propagationPolicy").and_then(Value::as_str).map(str::to_string))
-            .or_else(|| match opts.get("orphanDependents").and_then(Value::as_bool) {
-                Some(true) => Some("Orphan".to_string()),
-                _ => None,
-            });
+            .or_else(|| {
+                opts.get("propagationPolicy")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .or_else(
+                || match opts.get("orphanDependents").and_then(Value::as_bool) {
+                    Some(true) => Some("Orphan".to_string()),
+                    _ => None,
+                },
+            );
         if let Some(p) = &propagation
-            && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground") {
-                return Err(ApiError::invalid(rt, name, &[FieldError::not_supported("propagationPolicy", &json!(p), &["Foreground", "Background", "Orphan"])]));
-            }
+            && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground")
+        {
+            return Err(ApiError::invalid(
+                rt,
+                name,
+                &[FieldError::not_supported(
+                    "propagationPolicy",
+                    &json!(p),
+                    &["Foreground", "Background", "Orphan"],
+                )],
+            ));
+        }
         if ctx.query.get("dryRun").is_some_and(|d| d != "All") {
-            return Err(ApiError::bad_request("unsupported dryRun value: only All is supported"));
+            return Err(ApiError::bad_request(
+                "unsupported dryRun value: only All is supported",
+            ));
         }
         // DeleteOptions may carry the dry run in the body (kube-rs does) instead of the query.
-        let body_dry_run = opts.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v.as_str() == Some("All")));
+        let body_dry_run = opts
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|v| v.as_str() == Some("All")));
         let dry_run = ctx.dry_run() || body_dry_run;
         for _ in 0..8 {
-            let kv = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(rt, name))?;
+            let kv = self
+                .store
+                .get(&key)
+                .await?
+                .ok_or_else(|| ApiError::not_found(rt, name))?;
             let old = parse_stored(rt, &kv)?;
             if let Some(uid) = opts.pointer("/preconditions/uid").and_then(Value::as_str)
-                && Some(uid) != meta::uid(&old) {
-                    return Err(ApiError::conflict_msg(rt, name, &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::uid(&old).unwrap_or(""))));
-                }
-            if let Some(rv) = opts.pointer("/preconditions/resourceVersion").and_then(Value::as_str)
-                && parse_rv(rv)? != kv.mod_revision {
-                    return Err(ApiError::conflict_msg(rt, name, &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", kv.mod_revision)));
-                }
+                && Some(uid) != meta::uid(&old)
+            {
+                return Err(ApiError::conflict_msg(
+                    rt,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        meta::uid(&old).unwrap_or("")
+                    ),
+                ));
+            }
+            if let Some(rv) = opts
+                .pointer("/preconditions/resourceVersion")
+                .and_then(Value::as_str)
+                && parse_rv(rv)? != kv.mod_revision
+            {
+                return Err(ApiError::conflict_msg(
+                    rt,
+                    name,
+                    &format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        kv.mod_revision
+                    ),
+                ));
+            }
             let grace = self.grace_period(rt, &old, grace_param);
             let mut finalizers = meta::finalizers(&old);
             match propagation.as_deref() {
@@ -812,7 +1402,9 @@ impl State {
                     finalizers.retain(|f| f != "foregroundDeletion");
                     finalizers.push("orphan".into());
                 }
-                Some("Background") => finalizers.retain(|f| f != "orphan" && f != "foregroundDeletion"),
+                Some("Background") => {
+                    finalizers.retain(|f| f != "orphan" && f != "foregroundDeletion")
+                }
                 _ => {}
             }
             let pending_spec = has_spec_finalizers(rt, &old);
@@ -833,8 +1425,13 @@ impl State {
             let now = tandem_core::time::unix(std::time::SystemTime::now()).0;
             let m = meta::meta_mut(&mut new);
             let existing_grace = m.get("deletionGracePeriodSeconds").and_then(Value::as_i64);
-            if m.get("deletionTimestamp").is_none_or(Value::is_null) || existing_grace.is_some_and(|g| grace < g) {
-                m.insert("deletionTimestamp".into(), json!(tandem_core::time::format_rfc3339(now + grace)));
+            if m.get("deletionTimestamp").is_none_or(Value::is_null)
+                || existing_grace.is_some_and(|g| grace < g)
+            {
+                m.insert(
+                    "deletionTimestamp".into(),
+                    json!(tandem_core::time::format_rfc3339(now + grace)),
+                );
                 m.insert("deletionGracePeriodSeconds".into(), json!(grace));
             }
             if finalizers.is_empty() {
@@ -867,22 +1464,40 @@ impl State {
         if !(rt.group.is_empty() && rt.kind == "Pod") {
             return 0;
         }
-        let scheduled = obj.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-        let finished = matches!(obj.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
+        let scheduled = obj
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty());
+        let finished = matches!(
+            obj.pointer("/status/phase").and_then(Value::as_str),
+            Some("Succeeded" | "Failed")
+        );
         if !scheduled || finished {
             return 0;
         }
-        let grace = requested.unwrap_or_else(|| obj.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(30));
+        let grace = requested.unwrap_or_else(|| {
+            obj.pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(30)
+        });
         // Upstream turns a requested 0 into 1 for pods unless forced; a 0 from the client after
         // the node agent has stopped the containers is the agent's final delete.
         grace.max(0)
     }
 
     /// DELETE of a collection: every object matching the selectors.
-    pub async fn delete_collection(&self, ctx: &mut Ctx, rt: &ResourceType, ns: Option<&str>, opts: &Value) -> ApiResult<Reply> {
+    pub async fn delete_collection(
+        &self,
+        ctx: &mut Ctx,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        opts: &Value,
+    ) -> ApiResult<Reply> {
         let filter = Filter::from_query(rt, &ctx.query)?;
         let prefix = rt.namespace_prefix(ns);
-        let snap = self.cache.snapshot(rt, &prefix, |o| filter.matches(rt, &o.value));
+        let snap = self
+            .cache
+            .snapshot(rt, &prefix, |o| filter.matches(rt, &o.value));
         let mut deleted = Vec::new();
         for obj in snap.items {
             let name = meta::name(&obj.value).unwrap_or_default().to_string();
@@ -894,7 +1509,10 @@ impl State {
                 Err(e) => return Err(e),
             }
         }
-        Ok(Reply::Value(200, json!({"kind": rt.list_kind(), "apiVersion": rt.api_version(), "metadata": {"resourceVersion": self.store.current_revision().to_string()}, "items": deleted})))
+        Ok(Reply::Value(
+            200,
+            json!({"kind": rt.list_kind(), "apiVersion": rt.api_version(), "metadata": {"resourceVersion": self.store.current_revision().to_string()}, "items": deleted}),
+        ))
     }
 }
 
@@ -910,11 +1528,18 @@ fn apply_error(rt: &ResourceType, name: &str, e: tandem_core::patch::ApplyError)
             if !rt.group.is_empty() {
                 d["group"] = json!(rt.group);
             }
-            ApiError { details: Some(d), ..ApiError::new(409, "Conflict", message) }
+            ApiError {
+                details: Some(d),
+                ..ApiError::new(409, "Conflict", message)
+            }
         }
         ApplyError::Invalid(msg) => ApiError::bad_request(msg),
         ApplyError::Patch(p) => match p.status_code() {
-            422 => ApiError::invalid(rt, name, &[FieldError::invalid("patch", &json!(""), p.to_string())]),
+            422 => ApiError::invalid(
+                rt,
+                name,
+                &[FieldError::invalid("patch", &json!(""), p.to_string())],
+            ),
             _ => ApiError::bad_request(p.to_string()),
         },
     }
@@ -924,9 +1549,14 @@ fn apply_error(rt: &ResourceType, name: &str, e: tandem_core::patch::ApplyError)
 fn patch_sets_resource_version(kind: PatchKind, patch: &Value) -> bool {
     match kind {
         PatchKind::Json => patch.as_array().is_some_and(|ops| {
-            ops.iter().any(|op| op.get("path").and_then(Value::as_str) == Some("/metadata/resourceVersion") && op.get("op").and_then(Value::as_str) != Some("test"))
+            ops.iter().any(|op| {
+                op.get("path").and_then(Value::as_str) == Some("/metadata/resourceVersion")
+                    && op.get("op").and_then(Value::as_str) != Some("test")
+            })
         }),
-        _ => patch.pointer("/metadata/resourceVersion").is_some_and(|v| !v.is_null()),
+        _ => patch
+            .pointer("/metadata/resourceVersion")
+            .is_some_and(|v| !v.is_null()),
     }
 }
 
@@ -934,7 +1564,13 @@ fn patch_sets_resource_version(kind: PatchKind, patch: &Value) -> bool {
 /// owner reference or managed field list) is not stored, so `kubectl label x key-` leaves no `{}`.
 fn drop_empty_metadata(obj: &mut Value) {
     if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        for key in ["labels", "annotations", "finalizers", "ownerReferences", "managedFields"] {
+        for key in [
+            "labels",
+            "annotations",
+            "finalizers",
+            "ownerReferences",
+            "managedFields",
+        ] {
             let empty = match m.get(key) {
                 Some(Value::Object(o)) => o.is_empty(),
                 Some(Value::Array(a)) => a.is_empty(),
@@ -949,7 +1585,12 @@ fn drop_empty_metadata(obj: &mut Value) {
 }
 
 fn has_spec_finalizers(rt: &ResourceType, obj: &Value) -> bool {
-    rt.group.is_empty() && rt.kind == "Namespace" && obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty())
+    rt.group.is_empty()
+        && rt.kind == "Namespace"
+        && obj
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
 }
 
 fn map_write_err(rt: &ResourceType, name: &str, e: StoreError) -> ApiError {

@@ -54,7 +54,11 @@ pub enum StartError {
     #[error("cannot read PEM data")]
     Pem(#[from] rustls::pki_types::pem::Error),
     #[error("cannot listen on {addr}")]
-    Listen { addr: SocketAddr, #[source] source: std::io::Error },
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot load the watch cache from the store")]
     Store(#[from] tandem_store::StoreError),
     #[error("cannot create the initial namespaces: {0}")]
@@ -89,32 +93,72 @@ impl ApiServer {
     }
 
     /// As [`ApiServer::start`], with behaviour switches (`--allow-privileged`, …).
-    pub async fn start_with_options(config: Config, store: Arc<dyn Store>, options: crate::rest::Options) -> Result<ApiServer, StartError> {
+    pub async fn start_with_options(
+        config: Config,
+        store: Arc<dyn Store>,
+        options: crate::rest::Options,
+    ) -> Result<ApiServer, StartError> {
         let pki = Pki::load_or_create(&config.data_dir, &[])?;
         let registry = Registry::builtin();
         let cache = Cache::start(store.clone(), &registry).await?;
-        let state = Arc::new(State { registry, store, cache, options, service_lock: tokio::sync::Mutex::new(()) });
-        crate::bootstrap::ensure_namespaces(&state).await.map_err(StartError::Bootstrap)?;
+        let state = Arc::new(State {
+            registry,
+            store,
+            cache,
+            options,
+            service_lock: tokio::sync::Mutex::new(()),
+        });
+        crate::bootstrap::ensure_namespaces(&state)
+            .await
+            .map_err(StartError::Bootstrap)?;
 
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut roots = rustls::RootCertStore::empty();
         for cert in CertificateDer::pem_slice_iter(pki.ca_pem.as_bytes()) {
             roots.add(cert?)?;
         }
-        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone()).allow_unauthenticated().build()?;
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pki.serving_cert_pem.as_bytes()).collect::<Result<_, _>>()?;
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .allow_unauthenticated()
+        .build()?;
+        let certs: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(pki.serving_cert_pem.as_bytes())
+                .collect::<Result<_, _>>()?;
         let key = PrivateKeyDer::from_pem_slice(pki.serving_key_pem.as_bytes())?;
-        let mut tls = rustls::ServerConfig::builder_with_provider(provider).with_safe_default_protocol_versions()?.with_client_cert_verifier(verifier).with_single_cert(certs, key)?;
+        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(certs, key)?;
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let acceptor = TlsAcceptor::from(Arc::new(tls));
 
-        let listener = TcpListener::bind(config.bind).await.map_err(|source| StartError::Listen { addr: config.bind, source })?;
-        let local_addr = listener.local_addr().map_err(|source| StartError::Listen { addr: config.bind, source })?;
+        let listener =
+            TcpListener::bind(config.bind)
+                .await
+                .map_err(|source| StartError::Listen {
+                    addr: config.bind,
+                    source,
+                })?;
+        let local_addr = listener.local_addr().map_err(|source| StartError::Listen {
+            addr: config.bind,
+            source,
+        })?;
         if let Some(path) = &config.kubeconfig {
-            let host = if local_addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { local_addr.ip().to_string() };
+            let host = if local_addr.ip().is_unspecified() {
+                "127.0.0.1".to_string()
+            } else {
+                local_addr.ip().to_string()
+            };
             pki.write_admin_kubeconfig(path, &format!("https://{host}:{}", local_addr.port()))?;
         }
-        let tokens: Arc<Vec<(String, String)>> = Arc::new(pki.tokens.iter().map(|t| (t.token.clone(), t.user.clone())).collect());
+        let tokens: Arc<Vec<(String, String)>> = Arc::new(
+            pki.tokens
+                .iter()
+                .map(|t| (t.token.clone(), t.user.clone()))
+                .collect(),
+        );
         let accept_state = state.clone();
         let accept_task = tokio::spawn(async move {
             loop {
@@ -138,29 +182,51 @@ impl ApiServer {
                             return;
                         }
                     };
-                    let cert_identity = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| subject_identity(c)).map(|(user, _groups)| Identity { user });
+                    let cert_identity = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|c| c.first())
+                        .and_then(|c| subject_identity(c))
+                        .map(|(user, _groups)| Identity { user });
                     let service = hyper::service::service_fn(move |req| {
                         let state = state.clone();
                         let tokens = tokens.clone();
                         let identity = cert_identity.clone();
                         async move { Ok::<_, Infallible>(handle(state, identity, &tokens, req).await) }
                     });
-                    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                    if let Err(e) = builder.serve_connection_with_upgrades(TokioIo::new(tls), service).await {
+                    let builder =
+                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    if let Err(e) = builder
+                        .serve_connection_with_upgrades(TokioIo::new(tls), service)
+                        .await
+                    {
                         tracing::debug!(%peer, error = %e, "connection ended with an error");
                     }
                 });
             }
         });
-        Ok(ApiServer { state, local_addr, pki, accept_task })
+        Ok(ApiServer {
+            state,
+            local_addr,
+            pki,
+            accept_task,
+        })
     }
 }
 
 fn full(bytes: Bytes) -> Body {
-    Full::new(bytes).map_err(|never| match never {}).boxed_unsync()
+    Full::new(bytes)
+        .map_err(|never| match never {})
+        .boxed_unsync()
 }
 
-fn json_response(code: u16, body: Bytes, content_type: &str, warnings: &[String]) -> Response<Body> {
+fn json_response(
+    code: u16,
+    body: Bytes,
+    content_type: &str,
+    warnings: &[String],
+) -> Response<Body> {
     let mut resp = Response::new(full(body));
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if let Ok(ct) = HeaderValue::from_str(content_type) {
@@ -181,19 +247,39 @@ fn error_response(e: &ApiError, warnings: &[String]) -> Response<Body> {
 }
 
 fn value_response(code: u16, v: &Value) -> Response<Body> {
-    json_response(code, Bytes::from(serde_json::to_vec(v).unwrap_or_default()), "application/json", &[])
+    json_response(
+        code,
+        Bytes::from(serde_json::to_vec(v).unwrap_or_default()),
+        "application/json",
+        &[],
+    )
 }
 
-fn authenticate(identity: Option<Identity>, tokens: &[(String, String)], req: &Request<Incoming>) -> Option<Identity> {
+fn authenticate(
+    identity: Option<Identity>,
+    tokens: &[(String, String)],
+    req: &Request<Incoming>,
+) -> Option<Identity> {
     if identity.is_some() {
         return identity;
     }
     let auth = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
-    let token = auth.strip_prefix("Bearer ").or_else(|| auth.strip_prefix("bearer "))?.trim();
-    tokens.iter().find(|(t, _)| t == token).map(|(_, user)| Identity { user: user.clone() })
+    let token = auth
+        .strip_prefix("Bearer ")
+        .or_else(|| auth.strip_prefix("bearer "))?
+        .trim();
+    tokens
+        .iter()
+        .find(|(t, _)| t == token)
+        .map(|(_, user)| Identity { user: user.clone() })
 }
 
-async fn handle(state: Arc<State>, identity: Option<Identity>, tokens: &[(String, String)], req: Request<Incoming>) -> Response<Body> {
+async fn handle(
+    state: Arc<State>,
+    identity: Option<Identity>,
+    tokens: &[(String, String)],
+    req: Request<Incoming>,
+) -> Response<Body> {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     let started = std::time::Instant::now();
@@ -202,17 +288,39 @@ async fn handle(state: Arc<State>, identity: Option<Identity>, tokens: &[(String
     resp
 }
 
-async fn route(state: Arc<State>, identity: Option<Identity>, tokens: &[(String, String)], req: Request<Incoming>) -> Response<Body> {
+async fn route(
+    state: Arc<State>,
+    identity: Option<Identity>,
+    tokens: &[(String, String)],
+    req: Request<Incoming>,
+) -> Response<Body> {
     let path = req.uri().path().to_string();
-    if matches!(path.as_str(), "/healthz" | "/livez" | "/readyz") || path.starts_with("/healthz/") || path.starts_with("/livez/") || path.starts_with("/readyz/") {
-        return json_response(200, Bytes::from_static(b"ok"), "text/plain; charset=utf-8", &[]);
+    if matches!(path.as_str(), "/healthz" | "/livez" | "/readyz")
+        || path.starts_with("/healthz/")
+        || path.starts_with("/livez/")
+        || path.starts_with("/readyz/")
+    {
+        return json_response(
+            200,
+            Bytes::from_static(b"ok"),
+            "text/plain; charset=utf-8",
+            &[],
+        );
     }
     let Some(identity) = authenticate(identity, tokens, &req) else {
         return error_response(&ApiError::unauthorized(), &[]);
     };
-    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let query = Query::parse(req.uri().query());
-    let segs: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let segs: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
     if req.method() == Method::GET {
         let reg = &state.registry;
         match segs.as_slice() {
@@ -221,7 +329,12 @@ async fn route(state: Arc<State>, identity: Option<Identity>, tokens: &[(String,
                 if let Some(beta) = discovery::wants_aggregated(accept.as_deref()) {
                     return aggregated_response(&discovery::aggregated(reg, true, beta), beta);
                 }
-                let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1").to_string();
+                let host = req
+                    .headers()
+                    .get(header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .unwrap_or("127.0.0.1")
+                    .to_string();
                 return value_response(200, &discovery::api_versions(&host));
             }
             ["apis"] => {
@@ -232,10 +345,20 @@ async fn route(state: Arc<State>, identity: Option<Identity>, tokens: &[(String,
             }
             ["api", version] => return opt_response(discovery::resource_list(reg, "", version)),
             ["apis", group] => return opt_response(discovery::api_group(reg, group)),
-            ["apis", group, version] => return opt_response(discovery::resource_list(reg, group, version)),
+            ["apis", group, version] => {
+                return opt_response(discovery::resource_list(reg, group, version));
+            }
             ["openapi", "v2"] => {
-                if accept.as_deref().is_some_and(|a| a.contains("protobuf") && !a.contains("json")) {
-                    return error_response(&ApiError::not_acceptable("only application/json is served for /openapi/v2"), &[]);
+                if accept
+                    .as_deref()
+                    .is_some_and(|a| a.contains("protobuf") && !a.contains("json"))
+                {
+                    return error_response(
+                        &ApiError::not_acceptable(
+                            "only application/json is served for /openapi/v2",
+                        ),
+                        &[],
+                    );
                 }
                 return value_response(200, tandem_core::openapi::v2());
             }
@@ -253,29 +376,75 @@ async fn route(state: Arc<State>, identity: Option<Identity>, tokens: &[(String,
         return error_response(&ApiError::no_route(), &[]);
     };
     let Some(format) = output::negotiate(accept.as_deref()) else {
-        return error_response(&ApiError::not_acceptable(format!("only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io (got {:?})", accept.unwrap_or_default())), &[]);
+        return error_response(
+            &ApiError::not_acceptable(format!(
+                "only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io (got {:?})",
+                accept.unwrap_or_default()
+            )),
+            &[],
+        );
     };
-    let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let mut ctx = Ctx { query, format, content_type, warnings: Vec::new(), user: identity.user, user_agent, applying: false };
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let mut ctx = Ctx {
+        query,
+        format,
+        content_type,
+        warnings: Vec::new(),
+        user: identity.user,
+        user_agent,
+        applying: false,
+    };
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
-            let err = if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() { ApiError::too_large(MAX_BODY) } else { ApiError::bad_request("cannot read request body") };
+            let err = if e
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                ApiError::too_large(MAX_BODY)
+            } else {
+                ApiError::bad_request("cannot read request body")
+            };
             return error_response(&err, &[]);
         }
     };
     match dispatch(state, &mut ctx, rr, body).await {
         Ok(Dispatched::Reply(Reply::Value(code, v), rt)) => {
-            let (bytes, ct) = output::encode_object(&rt, &v, ctx.format, crate::output::IncludeObject::parse(ctx.query.get("includeObject")));
+            let (bytes, ct) = output::encode_object(
+                &rt,
+                &v,
+                ctx.format,
+                crate::output::IncludeObject::parse(ctx.query.get("includeObject")),
+            );
             json_response(code, bytes, ct, &ctx.warnings)
         }
-        Ok(Dispatched::Reply(Reply::Raw(code, bytes, ct), _)) => json_response(code, bytes, ct, &ctx.warnings),
+        Ok(Dispatched::Reply(Reply::Raw(code, bytes, ct), _)) => {
+            json_response(code, bytes, ct, &ctx.warnings)
+        }
         Ok(Dispatched::Stream(rx)) => {
-            let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx)) });
+            let stream = futures::stream::unfold(rx, |mut rx| async move {
+                rx.recv()
+                    .await
+                    .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+            });
             let mut resp = Response::new(StreamBody::new(stream.boxed()).boxed_unsync());
-            resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            resp.headers_mut().insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("no-cache, private"),
+            );
             resp
         }
         Err(e) => error_response(&e, &ctx.warnings),
@@ -283,8 +452,17 @@ async fn route(state: Arc<State>, identity: Option<Identity>, tokens: &[(String,
 }
 
 fn aggregated_response(v: &Value, beta: bool) -> Response<Body> {
-    let ct = if beta { "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList" } else { "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList" };
-    json_response(200, Bytes::from(serde_json::to_vec(v).unwrap_or_default()), ct, &[])
+    let ct = if beta {
+        "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+    } else {
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    };
+    json_response(
+        200,
+        Bytes::from(serde_json::to_vec(v).unwrap_or_default()),
+        ct,
+        &[],
+    )
 }
 
 fn opt_response(v: Option<Value>) -> Response<Body> {
@@ -299,7 +477,12 @@ enum Dispatched {
     Stream(tokio::sync::mpsc::Receiver<Bytes>),
 }
 
-async fn dispatch(state: Arc<State>, ctx: &mut Ctx, rr: crate::request::ResourceRequest, body: Bytes) -> ApiResult<Dispatched> {
+async fn dispatch(
+    state: Arc<State>,
+    ctx: &mut Ctx,
+    rr: crate::request::ResourceRequest,
+    body: Bytes,
+) -> ApiResult<Dispatched> {
     let rt = state.resource(&rr.group, &rr.version, &rr.resource)?;
     let ns = rr.namespace.as_deref();
     if ns.is_some() && !rt.namespaced {
@@ -309,21 +492,34 @@ async fn dispatch(state: Arc<State>, ctx: &mut Ctx, rr: crate::request::Resource
         return Err(ApiError::no_route());
     }
     if let Some(sub) = rr.subresource.as_deref()
-        && !rt.has_subresource(sub) {
-            return Err(ApiError::no_route());
-        }
+        && !rt.has_subresource(sub)
+    {
+        return Err(ApiError::no_route());
+    }
     let name = rr.name.as_deref();
     let sub = rr.subresource.as_deref();
     let reply = match (rr.verb, name, sub) {
         (Verb::Watch, Some(n), None) => {
             // The legacy `/watch/<resource>/<name>` form: a watch restricted to one name.
             let fs = format!("metadata.name={n}");
-            ctx.query = Query::parse(Some(&format!("fieldSelector={}&resourceVersion={}", fs, ctx.query.get("resourceVersion").unwrap_or(""))));
-            return Ok(Dispatched::Stream(watch::start(state.clone(), ctx, rt, rr.namespace.clone()).await?));
+            ctx.query = Query::parse(Some(&format!(
+                "fieldSelector={}&resourceVersion={}",
+                fs,
+                ctx.query.get("resourceVersion").unwrap_or("")
+            )));
+            return Ok(Dispatched::Stream(
+                watch::start(state.clone(), ctx, rt, rr.namespace.clone()).await?,
+            ));
         }
-        (Verb::Watch, None, None) => return Ok(Dispatched::Stream(watch::start(state.clone(), ctx, rt, rr.namespace.clone()).await?)),
+        (Verb::Watch, None, None) => {
+            return Ok(Dispatched::Stream(
+                watch::start(state.clone(), ctx, rt, rr.namespace.clone()).await?,
+            ));
+        }
         (Verb::List, None, None) => state.list(ctx, &rt, ns).await?,
-        (Verb::Get, Some(n), None | Some("status") | Some("ephemeralcontainers")) => Reply::Value(200, state.get(&rt, ns, n).await?),
+        (Verb::Get, Some(n), None | Some("status") | Some("ephemeralcontainers")) => {
+            Reply::Value(200, state.get(&rt, ns, n).await?)
+        }
         (Verb::Get, Some(n), Some("scale")) => {
             let obj = state.get(&rt, ns, n).await?;
             Reply::Value(200, state.scale_of(&rt, &obj))
@@ -337,9 +533,15 @@ async fn dispatch(state: Arc<State>, ctx: &mut Ctx, rr: crate::request::Resource
             state.bind(ctx, &rt, ns, n, v).await?
         }
         (Verb::Create, Some(n), Some("eviction")) => {
-            let opts = decode_body(&body, ctx.content_type.as_deref()).ok().and_then(|v| v.get("deleteOptions").cloned()).unwrap_or(Value::Null);
+            let opts = decode_body(&body, ctx.content_type.as_deref())
+                .ok()
+                .and_then(|v| v.get("deleteOptions").cloned())
+                .unwrap_or(Value::Null);
             state.delete(ctx, &rt, ns, n, &opts).await?;
-            Reply::Value(201, serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
+            Reply::Value(
+                201,
+                serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+            )
         }
         (Verb::Update, Some(n), None | Some("status") | Some("finalize")) => {
             let v = decode_body(&body, ctx.content_type.as_deref())?;
@@ -349,25 +551,46 @@ async fn dispatch(state: Arc<State>, ctx: &mut Ctx, rr: crate::request::Resource
             let v = decode_body(&body, ctx.content_type.as_deref())?;
             state.update_scale(ctx, &rt, ns, n, v).await?
         }
-        (Verb::Patch, Some(n), None | Some("status") | Some("scale")) => state.patch(ctx, &rt, ns, n, &body, sub).await?,
+        (Verb::Patch, Some(n), None | Some("status") | Some("scale")) => {
+            state.patch(ctx, &rt, ns, n, &body, sub).await?
+        }
         (Verb::Delete, Some(n), None) => {
-            let opts = if body.is_empty() { Value::Null } else { decode_body(&body, ctx.content_type.as_deref())? };
+            let opts = if body.is_empty() {
+                Value::Null
+            } else {
+                decode_body(&body, ctx.content_type.as_deref())?
+            };
             state.delete(ctx, &rt, ns, n, &opts).await?
         }
         (Verb::DeleteCollection, None, None) => {
-            let opts = if body.is_empty() { Value::Null } else { decode_body(&body, ctx.content_type.as_deref())? };
+            let opts = if body.is_empty() {
+                Value::Null
+            } else {
+                decode_body(&body, ctx.content_type.as_deref())?
+            };
             state.delete_collection(ctx, &rt, ns, &opts).await?
         }
         (_, Some(n), Some("log" | "exec" | "attach" | "portforward")) => {
             let pod = state.get(&rt, ns, n).await?;
-            let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+            let node = pod
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             return Err(ApiError::bad_request(if node.is_empty() {
                 format!("pod {n} has not been scheduled to a node yet")
             } else {
-                format!("streaming ({}) is not available yet: the node agent of {node} does not serve it", sub.unwrap_or_default())
+                format!(
+                    "streaming ({}) is not available yet: the node agent of {node} does not serve it",
+                    sub.unwrap_or_default()
+                )
             }));
         }
-        _ => return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource ({:?} {})", rr.verb, rr.resource))),
+        _ => {
+            return Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({:?} {})",
+                rr.verb, rr.resource
+            )));
+        }
     };
     Ok(Dispatched::Reply(reply, rt))
 }

@@ -28,13 +28,22 @@ pub struct ServiceRanges {
 
 impl Default for ServiceRanges {
     fn default() -> Self {
-        ServiceRanges { cidr_base: Ipv4Addr::new(10, 96, 0, 0), cidr_prefix: 12, node_port_min: 30000, node_port_max: 32767 }
+        ServiceRanges {
+            cidr_base: Ipv4Addr::new(10, 96, 0, 0),
+            cidr_prefix: 12,
+            node_port_min: 30000,
+            node_port_max: 32767,
+        }
     }
 }
 
 impl ServiceRanges {
     fn contains(&self, ip: Ipv4Addr) -> bool {
-        let mask = if self.cidr_prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(self.cidr_prefix)) };
+        let mask = if self.cidr_prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(self.cidr_prefix))
+        };
         (u32::from(ip) & mask) == (u32::from(self.cidr_base) & mask)
     }
     fn size(&self) -> u32 {
@@ -46,16 +55,39 @@ impl ServiceRanges {
     }
 }
 
-fn used(state: &State, rt: &ResourceType, skip_key: Option<&str>) -> (HashSet<Ipv4Addr>, HashSet<u16>) {
+fn used(
+    state: &State,
+    rt: &ResourceType,
+    skip_key: Option<&str>,
+) -> (HashSet<Ipv4Addr>, HashSet<u16>) {
     let snap = state.cache.snapshot(rt, &rt.key_prefix(), |_| true);
     let mut ips = HashSet::new();
     let mut ports = HashSet::new();
-    for o in snap.items.iter().filter(|o| Some(o.key.as_str()) != skip_key) {
-        if let Some(ip) = o.value.pointer("/spec/clusterIP").and_then(Value::as_str).and_then(|s| s.parse().ok()) {
+    for o in snap
+        .items
+        .iter()
+        .filter(|o| Some(o.key.as_str()) != skip_key)
+    {
+        if let Some(ip) = o
+            .value
+            .pointer("/spec/clusterIP")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok())
+        {
             ips.insert(ip);
         }
-        for p in o.value.pointer("/spec/ports").and_then(Value::as_array).into_iter().flatten() {
-            if let Some(np) = p.get("nodePort").and_then(Value::as_u64).and_then(|n| u16::try_from(n).ok()) {
+        for p in o
+            .value
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(np) = p
+                .get("nodePort")
+                .and_then(Value::as_u64)
+                .and_then(|n| u16::try_from(n).ok())
+            {
                 ports.insert(np);
             }
         }
@@ -65,17 +97,33 @@ fn used(state: &State, rt: &ResourceType, skip_key: Option<&str>) -> (HashSet<Ip
 
 /// Fills and checks `spec.clusterIP(s)` and node ports of a Service being created (`old = None`)
 /// or updated. Returns field errors for addresses or ports that are taken or out of range.
-pub fn allocate(state: &State, rt: &ResourceType, obj: &mut Value, old: Option<&Value>) -> Vec<FieldError> {
+pub fn allocate(
+    state: &State,
+    rt: &ResourceType,
+    obj: &mut Value,
+    old: Option<&Value>,
+) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let ranges = &state.options.service_ranges;
     let key = crate::meta::name(obj).map(|n| rt.key(crate::meta::namespace(obj), n));
     let (ips, mut ports) = used(state, rt, key.as_deref());
-    let kind = obj.pointer("/spec/type").and_then(Value::as_str).unwrap_or("ClusterIP").to_string();
+    let kind = obj
+        .pointer("/spec/type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_string();
     if kind == "ExternalName" {
         return errors;
     }
-    let old_ip = old.and_then(|o| o.pointer("/spec/clusterIP")).and_then(Value::as_str).map(str::to_string);
-    let requested = obj.pointer("/spec/clusterIP").and_then(Value::as_str).map(str::to_string).filter(|s| !s.is_empty());
+    let old_ip = old
+        .and_then(|o| o.pointer("/spec/clusterIP"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let requested = obj
+        .pointer("/spec/clusterIP")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .filter(|s| !s.is_empty());
     match requested.as_deref() {
         Some("None") => {}
         Some(ip) if old_ip.as_deref() == Some(ip) => {}
@@ -113,29 +161,48 @@ pub fn allocate(state: &State, rt: &ResourceType, obj: &mut Value, old: Option<&
             }
         }
     }
-    if let Some(ip) = obj.pointer("/spec/clusterIP").and_then(Value::as_str).map(str::to_string)
-        && obj.pointer("/spec/clusterIPs").and_then(Value::as_array).is_none_or(|a| a.is_empty()) {
-            obj["spec"]["clusterIPs"] = json!([ip]);
-        }
+    if let Some(ip) = obj
+        .pointer("/spec/clusterIP")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        && obj
+            .pointer("/spec/clusterIPs")
+            .and_then(Value::as_array)
+            .is_none_or(|a| a.is_empty())
+    {
+        obj["spec"]["clusterIPs"] = json!([ip]);
+    }
     if kind == "NodePort" || kind == "LoadBalancer" {
         let old_ports: HashSet<u16> = old
             .and_then(|o| o.pointer("/spec/ports"))
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .filter_map(|p| p.get("nodePort").and_then(Value::as_u64).and_then(|n| u16::try_from(n).ok()))
+            .filter_map(|p| {
+                p.get("nodePort")
+                    .and_then(Value::as_u64)
+                    .and_then(|n| u16::try_from(n).ok())
+            })
             .collect();
         let mut next = ranges.node_port_min;
         if let Some(list) = obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
             for (i, p) in list.iter_mut().enumerate() {
-                match p.get("nodePort").and_then(Value::as_u64).filter(|n| *n != 0) {
+                match p
+                    .get("nodePort")
+                    .and_then(Value::as_u64)
+                    .filter(|n| *n != 0)
+                {
                     Some(np) => {
                         let Ok(np) = u16::try_from(np) else { continue };
                         if old_ports.contains(&np) {
                             continue;
                         }
                         if ports.contains(&np) {
-                            errors.push(FieldError::invalid(format!("spec.ports[{i}].nodePort"), &json!(np), "provided port is already allocated"));
+                            errors.push(FieldError::invalid(
+                                format!("spec.ports[{i}].nodePort"),
+                                &json!(np),
+                                "provided port is already allocated",
+                            ));
                         } else if np < ranges.node_port_min || np > ranges.node_port_max {
                             errors.push(FieldError::invalid(
                                 format!("spec.ports[{i}].nodePort"),
@@ -151,7 +218,12 @@ pub fn allocate(state: &State, rt: &ResourceType, obj: &mut Value, old: Option<&
                             next += 1;
                         }
                         if next > ranges.node_port_max {
-                            errors.push(FieldError::new(tandem_core::field::ErrorKind::Invalid, format!("spec.ports[{i}].nodePort"), None, "failed to allocate a nodePort: range is full"));
+                            errors.push(FieldError::new(
+                                tandem_core::field::ErrorKind::Invalid,
+                                format!("spec.ports[{i}].nodePort"),
+                                None,
+                                "failed to allocate a nodePort: range is full",
+                            ));
                             continue;
                         }
                         p["nodePort"] = json!(next);
@@ -163,4 +235,3 @@ pub fn allocate(state: &State, rt: &ResourceType, obj: &mut Value, old: Option<&
     }
     errors
 }
-

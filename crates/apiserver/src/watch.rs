@@ -41,11 +41,21 @@ impl Encoder {
                 b.freeze()
             }
             Format::Table { beta } => {
-                let t = output::table(&self.rt, &[&obj.value], Some(obj.rv), None, self.include, beta, !self.columns_sent);
+                let t = output::table(
+                    &self.rt,
+                    &[&obj.value],
+                    Some(obj.rv),
+                    None,
+                    self.include,
+                    beta,
+                    !self.columns_sent,
+                );
                 self.columns_sent = true;
                 line(&json!({"type": kind, "object": t}))
             }
-            Format::Metadata { beta } => line(&json!({"type": kind, "object": output::partial_metadata(&obj.value, beta)})),
+            Format::Metadata { beta } => {
+                line(&json!({"type": kind, "object": output::partial_metadata(&obj.value, beta)}))
+            }
         }
     }
 
@@ -55,9 +65,15 @@ impl Encoder {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
         let object = match self.format {
-            Format::Table { beta } => json!({"kind": "Table", "apiVersion": if beta { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" }, "metadata": meta, "columnDefinitions": [], "rows": []}),
-            Format::Metadata { beta } => json!({"kind": "PartialObjectMetadata", "apiVersion": if beta { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" }, "metadata": meta}),
-            _ => json!({"kind": self.rt.kind, "apiVersion": self.rt.api_version(), "metadata": meta}),
+            Format::Table { beta } => {
+                json!({"kind": "Table", "apiVersion": if beta { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" }, "metadata": meta, "columnDefinitions": [], "rows": []})
+            }
+            Format::Metadata { beta } => {
+                json!({"kind": "PartialObjectMetadata", "apiVersion": if beta { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" }, "metadata": meta})
+            }
+            _ => {
+                json!({"kind": self.rt.kind, "apiVersion": self.rt.api_version(), "metadata": meta})
+            }
         };
         line(&json!({"type": "BOOKMARK", "object": object}))
     }
@@ -75,36 +91,69 @@ pub fn error_event(e: &ApiError) -> Bytes {
 }
 
 /// Starts a watch; returns the receiver of encoded event lines.
-pub async fn start(state: Arc<State>, ctx: &Ctx, rt: Arc<ResourceType>, ns: Option<String>) -> ApiResult<mpsc::Receiver<Bytes>> {
+pub async fn start(
+    state: Arc<State>,
+    ctx: &Ctx,
+    rt: Arc<ResourceType>,
+    ns: Option<String>,
+) -> ApiResult<mpsc::Receiver<Bytes>> {
     let q = &ctx.query;
     let filter = Filter::from_query(&rt, q)?;
     let send_initial = q.bool("sendInitialEvents");
     let bookmarks = q.bool("allowWatchBookmarks");
     if send_initial && !bookmarks {
-        return Err(ApiError::invalid(&rt, "", &[tandem_core::field::FieldError::forbidden("allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true")]));
+        return Err(ApiError::invalid(
+            &rt,
+            "",
+            &[tandem_core::field::FieldError::forbidden(
+                "allowWatchBookmarks",
+                "sendInitialEvents requires setting allowWatchBookmarks to true",
+            )],
+        ));
     }
-    let timeout = q.int("timeoutSeconds").map_err(ApiError::bad_request)?.filter(|t| *t > 0).map(|t| Duration::from_secs(t as u64)).unwrap_or(Duration::from_secs(1800));
+    let timeout = q
+        .int("timeoutSeconds")
+        .map_err(ApiError::bad_request)?
+        .filter(|t| *t > 0)
+        .map(|t| Duration::from_secs(t as u64))
+        .unwrap_or(Duration::from_secs(1800));
     let from = match q.get("resourceVersion") {
         None | Some("0") => None,
-        Some(rv) => Some(rv.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?),
+        Some(rv) => Some(
+            rv.parse::<i64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?,
+        ),
     };
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     if let Some(from) = from
-        && from > state.cache.revision() && !state.cache.wait_for(from, Duration::from_secs(3)).await {
-            let e = ApiError::timeout(format!("Too large resource version: {from}, current: {}", state.cache.revision()));
-            let _ = tx.send(error_event(&e)).await;
-            return Ok(rx);
-        }
+        && from > state.cache.revision()
+        && !state.cache.wait_for(from, Duration::from_secs(3)).await
+    {
+        let e = ApiError::timeout(format!(
+            "Too large resource version: {from}, current: {}",
+            state.cache.revision()
+        ));
+        let _ = tx.send(error_event(&e)).await;
+        return Ok(rx);
+    }
     let prefix = rt.namespace_prefix(ns.as_deref());
     let sub = match state.cache.subscribe(&rt, &prefix, from, send_initial) {
         Ok(s) => s,
         Err(WatchStartError::TooOld(rv)) => {
-            let e = ApiError::gone(format!("too old resource version: {rv} ({})", state.cache.revision()));
+            let e = ApiError::gone(format!(
+                "too old resource version: {rv} ({})",
+                state.cache.revision()
+            ));
             let _ = tx.send(error_event(&e)).await;
             return Ok(rx);
         }
     };
-    let mut enc = Encoder { rt: rt.clone(), format: ctx.format, include: IncludeObject::parse(q.get("includeObject")), columns_sent: false };
+    let mut enc = Encoder {
+        rt: rt.clone(),
+        format: ctx.format,
+        include: IncludeObject::parse(q.get("includeObject")),
+        columns_sent: false,
+    };
     tokio::spawn(async move {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut last_rv = sub.revision;
@@ -119,9 +168,10 @@ pub async fn start(state: Arc<State>, ctx: &Ctx, rt: Arc<ResourceType>, ns: Opti
         for ev in &sub.backlog {
             last_rv = ev.rv();
             if let Some(b) = translate(&rt, &filter, ev, &mut enc)
-                && tx.send(b).await.is_err() {
-                    return;
-                }
+                && tx.send(b).await.is_err()
+            {
+                return;
+            }
         }
         let mut live = sub.live;
         let mut ticker = tokio::time::interval(BOOKMARK_INTERVAL);
@@ -159,16 +209,29 @@ pub async fn start(state: Arc<State>, ctx: &Ctx, rt: Arc<ResourceType>, ns: Opti
 
 /// Turns a cache event into what this watcher sees: a MODIFIED object that stops matching the
 /// selectors is a DELETED, one that starts matching is an ADDED (upstream cacher semantics).
-fn translate(rt: &ResourceType, filter: &Filter, ev: &CacheEvent, enc: &mut Encoder) -> Option<Bytes> {
+fn translate(
+    rt: &ResourceType,
+    filter: &Filter,
+    ev: &CacheEvent,
+    enc: &mut Encoder,
+) -> Option<Bytes> {
     let now = filter.matches(rt, &ev.object.value);
     match ev.kind {
         EventType::Added => now.then(|| enc.event("ADDED", &ev.object)),
         EventType::Deleted => {
-            let before = ev.prev.as_ref().map(|p| filter.matches(rt, &p.value)).unwrap_or(now);
+            let before = ev
+                .prev
+                .as_ref()
+                .map(|p| filter.matches(rt, &p.value))
+                .unwrap_or(now);
             before.then(|| enc.event("DELETED", &ev.object))
         }
         EventType::Modified => {
-            let before = ev.prev.as_ref().map(|p| filter.matches(rt, &p.value)).unwrap_or(true);
+            let before = ev
+                .prev
+                .as_ref()
+                .map(|p| filter.matches(rt, &p.value))
+                .unwrap_or(true);
             match (before, now) {
                 (true, true) => Some(enc.event("MODIFIED", &ev.object)),
                 (false, true) => Some(enc.event("ADDED", &ev.object)),
@@ -179,7 +242,15 @@ fn translate(rt: &ResourceType, filter: &Filter, ev: &CacheEvent, enc: &mut Enco
                     let mut value = prev.value.clone();
                     crate::cache::set_resource_version(&mut value, ev.rv());
                     let json = bytes::Bytes::from(serde_json::to_vec(&value).ok()?);
-                    Some(enc.event("DELETED", &Object { key: prev.key.clone(), rv: ev.rv(), value, json }))
+                    Some(enc.event(
+                        "DELETED",
+                        &Object {
+                            key: prev.key.clone(),
+                            rv: ev.rv(),
+                            value,
+                            json,
+                        },
+                    ))
                 }
                 (false, false) => None,
             }

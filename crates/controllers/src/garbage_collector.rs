@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy};
+use kube::api::{
+    DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
+};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tandem_core::registry::{Registry, ResourceType};
@@ -61,7 +63,10 @@ impl Graph {
             }
         }
         for o in &node.owners {
-            self.dependents.entry(o.uid.clone()).or_default().insert(uid.to_string());
+            self.dependents
+                .entry(o.uid.clone())
+                .or_default()
+                .insert(uid.to_string());
             touched.push(o.uid.clone());
         }
         touched.extend(self.dependents.get(uid).into_iter().flatten().cloned());
@@ -91,7 +96,12 @@ fn node_of(rt: &Arc<ResourceType>, obj: &DynamicObject) -> Option<(String, Node)
         .owner_references
         .iter()
         .flatten()
-        .map(|o| Owner { uid: o.uid.clone(), api_version: o.api_version.clone(), kind: o.kind.clone(), name: o.name.clone() })
+        .map(|o| Owner {
+            uid: o.uid.clone(),
+            api_version: o.api_version.clone(),
+            kind: o.kind.clone(),
+            name: o.name.clone(),
+        })
         .collect();
     Some((
         uid,
@@ -128,7 +138,11 @@ impl Shared {
 
 /// Runs the collector until the runtime stops.
 pub async fn run(client: kube::Client, registry: Registry) {
-    let shared = Arc::new(Shared { graph: Mutex::new(Graph::default()), queue: Mutex::new((VecDeque::new(), HashSet::new())), wake: Notify::new() });
+    let shared = Arc::new(Shared {
+        graph: Mutex::new(Graph::default()),
+        queue: Mutex::new((VecDeque::new(), HashSet::new())),
+        wake: Notify::new(),
+    });
     for rt in registry.all() {
         tokio::spawn(watch_type(client.clone(), rt.clone(), shared.clone()));
     }
@@ -209,13 +223,24 @@ fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
-async fn reconcile(client: &kube::Client, registry: &Registry, shared: &Shared, uid: &str) -> Result<(), GcError> {
+async fn reconcile(
+    client: &kube::Client,
+    registry: &Registry,
+    shared: &Shared,
+    uid: &str,
+) -> Result<(), GcError> {
     let (node, dependents) = {
         let g = shared.graph.lock().await;
         let Some(node) = g.nodes.get(uid).cloned() else {
             return Ok(());
         };
-        let deps: Vec<(String, Node)> = g.dependents.get(uid).into_iter().flatten().filter_map(|d| g.nodes.get(d).map(|n| (d.clone(), n.clone()))).collect();
+        let deps: Vec<(String, Node)> = g
+            .dependents
+            .get(uid)
+            .into_iter()
+            .flatten()
+            .filter_map(|d| g.nodes.get(d).map(|n| (d.clone(), n.clone())))
+            .collect();
         (node, deps)
     };
     let api = api_for(client, &node.rt, node.namespace.as_deref());
@@ -246,9 +271,16 @@ async fn reconcile(client: &kube::Client, registry: &Registry, shared: &Shared, 
                 .filter(|o| o.uid != uid)
                 .map(|o| serde_json::to_value(o).unwrap_or(Value::Null))
                 .collect();
-            let refs = if kept.len() == remaining.len() { kept } else { remaining };
+            let refs = if kept.len() == remaining.len() {
+                kept
+            } else {
+                remaining
+            };
             let patch = json!({"metadata": {"ownerReferences": if refs.is_empty() { Value::Null } else { json!(refs) }, "resourceVersion": current.metadata.resource_version}});
-            match dep_api.patch(&dep.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            match dep_api
+                .patch(&dep.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
                 Ok(_) => {}
                 Err(e) if is_not_found(&e) => {}
                 Err(e) => return Err(e.into()),
@@ -265,10 +297,18 @@ async fn reconcile(client: &kube::Client, registry: &Registry, shared: &Shared, 
                 continue;
             }
             let dep_api = api_for(client, &dep.rt, dep.namespace.as_deref());
-            let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Foreground), preconditions: Some(Preconditions { uid: Some(dep_uid.clone()), resource_version: None }), ..DeleteParams::default() };
+            let dp = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Foreground),
+                preconditions: Some(Preconditions {
+                    uid: Some(dep_uid.clone()),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
             match dep_api.delete(&dep.name, &dp).await {
                 Ok(_) => {}
-                Err(e) if is_not_found(&e) || matches!(&e, kube::Error::Api(s) if s.code == 409) => {}
+                Err(e)
+                    if is_not_found(&e) || matches!(&e, kube::Error::Api(s) if s.code == 409) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -287,10 +327,20 @@ async fn reconcile(client: &kube::Client, registry: &Registry, shared: &Shared, 
             }
         }
         if !any_alive {
-            let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), preconditions: Some(Preconditions { uid: Some(uid.to_string()), resource_version: None }), ..DeleteParams::default() };
+            let dp = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                preconditions: Some(Preconditions {
+                    uid: Some(uid.to_string()),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
             match api.delete(&node.name, &dp).await {
-                Ok(_) => tracing::info!(resource = %node.rt.plural, name = %node.name, "garbage collected: all owners are gone"),
-                Err(e) if is_not_found(&e) || matches!(&e, kube::Error::Api(s) if s.code == 409) => {}
+                Ok(_) => {
+                    tracing::info!(resource = %node.rt.plural, name = %node.name, "garbage collected: all owners are gone")
+                }
+                Err(e)
+                    if is_not_found(&e) || matches!(&e, kube::Error::Api(s) if s.code == 409) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -300,7 +350,13 @@ async fn reconcile(client: &kube::Client, registry: &Registry, shared: &Shared, 
 
 /// Whether an owner exists: in the graph by uid, else confirmed by a GET of its name (the graph may
 /// lag behind), as upstream's `isDangling` does.
-async fn owner_exists(client: &kube::Client, registry: &Registry, shared: &Shared, node: &Node, owner: &Owner) -> Result<bool, GcError> {
+async fn owner_exists(
+    client: &kube::Client,
+    registry: &Registry,
+    shared: &Shared,
+    node: &Node,
+    owner: &Owner,
+) -> Result<bool, GcError> {
     if let Some(n) = shared.graph.lock().await.nodes.get(&owner.uid) {
         // An owner being deleted in the foreground still exists.
         return Ok(!n.name.is_empty());
@@ -309,7 +365,11 @@ async fn owner_exists(client: &kube::Client, registry: &Registry, shared: &Share
         // An owner of a kind this server does not serve cannot be checked; keep the dependent.
         return Ok(true);
     };
-    let ns = if rt.namespaced { node.namespace.as_deref() } else { None };
+    let ns = if rt.namespaced {
+        node.namespace.as_deref()
+    } else {
+        None
+    };
     match api_for(client, &rt, ns).get(&owner.name).await {
         Ok(o) => Ok(o.metadata.uid.as_deref() == Some(owner.uid.as_str())),
         Err(e) if is_not_found(&e) => Ok(false),
@@ -317,10 +377,17 @@ async fn owner_exists(client: &kube::Client, registry: &Registry, shared: &Share
     }
 }
 
-async fn remove_finalizer(api: &kube::Api<DynamicObject>, node: &Node, finalizer: &str) -> Result<(), GcError> {
+async fn remove_finalizer(
+    api: &kube::Api<DynamicObject>,
+    node: &Node,
+    finalizer: &str,
+) -> Result<(), GcError> {
     let remaining: Vec<&String> = node.finalizers.iter().filter(|f| *f != finalizer).collect();
     let patch = json!({"metadata": {"finalizers": if remaining.is_empty() { Value::Null } else { json!(remaining) }, "resourceVersion": node.resource_version}});
-    match api.patch(&node.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+    match api
+        .patch(&node.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
         Ok(_) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),
         Err(e) => Err(e.into()),
@@ -333,10 +400,24 @@ mod tests {
 
     fn node(owners: &[&str]) -> Node {
         Node {
-            rt: Arc::new(Registry::builtin().by_kind("v1", "Pod").expect("pods").as_ref().clone()),
+            rt: Arc::new(
+                Registry::builtin()
+                    .by_kind("v1", "Pod")
+                    .expect("pods")
+                    .as_ref()
+                    .clone(),
+            ),
             namespace: Some("default".into()),
             name: "x".into(),
-            owners: owners.iter().map(|u| Owner { uid: u.to_string(), api_version: "apps/v1".into(), kind: "ReplicaSet".into(), name: "rs".into() }).collect(),
+            owners: owners
+                .iter()
+                .map(|u| Owner {
+                    uid: u.to_string(),
+                    api_version: "apps/v1".into(),
+                    kind: "ReplicaSet".into(),
+                    name: "rs".into(),
+                })
+                .collect(),
             deleting: false,
             finalizers: vec![],
             resource_version: "1".into(),
@@ -353,6 +434,9 @@ mod tests {
         g.upsert("pod-1", node(&["rs-2"]));
         assert_eq!(g.dependents.get("rs-1").map(|s| s.len()), Some(0));
         let touched = g.remove("rs-2");
-        assert!(touched.contains(&"pod-1".to_string()), "removing an owner requeues its dependents");
+        assert!(
+            touched.contains(&"pod-1".to_string()),
+            "removing an owner requeues its dependents"
+        );
     }
 }

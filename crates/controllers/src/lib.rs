@@ -4,8 +4,8 @@
 
 pub mod bench;
 pub mod clock;
-pub mod cron_schedule;
 pub mod controller_utils;
+pub mod cron_schedule;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
@@ -37,7 +37,11 @@ pub fn start_all(client: kube::Client, registry: Registry) {
     // One pod watch and cache shared by every controller that manages pods.
     let pods = informer::Informer::<Pod>::start(client.clone());
     let replicasets = informer::Informer::<ReplicaSet>::start(client.clone());
-    tokio::spawn(replicaset::run(client.clone(), pods.clone(), replicasets.clone()));
+    tokio::spawn(replicaset::run(
+        client.clone(),
+        pods.clone(),
+        replicasets.clone(),
+    ));
     tokio::spawn(deployment::run(client.clone(), pods.clone(), replicasets));
     let nodes = informer::Informer::<Node>::start(client.clone());
     tokio::spawn(daemonset::run(client.clone(), pods.clone(), nodes.clone()));
@@ -54,8 +58,15 @@ pub fn start_all(client: kube::Client, registry: Registry) {
     ));
     tokio::spawn(job::run(client.clone(), pods.clone()));
     tokio::spawn(statefulset::run(client.clone(), pods.clone()));
-    tokio::spawn(cronjob::run(client.clone(), cronjob::CronJobOptions::default()));
+    tokio::spawn(cronjob::run(
+        client.clone(),
+        cronjob::CronJobOptions::default(),
+    ));
     tokio::spawn(replication_controller::run(client.clone(), pods.clone()));
-    tokio::spawn(windows_endpoint_limit::run(client.clone(), pods.clone(), nodes));
+    tokio::spawn(windows_endpoint_limit::run(
+        client.clone(),
+        pods.clone(),
+        nodes,
+    ));
     tokio::spawn(endpointslice::run(client, pods));
 }

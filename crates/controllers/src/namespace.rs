@@ -34,11 +34,14 @@ pub async fn run(client: kube::Client, registry: Registry) {
         if ns.metadata.deletion_timestamp.is_none() {
             continue;
         }
-        let Some(name) = ns.metadata.name.clone() else { continue };
+        let Some(name) = ns.metadata.name.clone() else {
+            continue;
+        };
         if !in_progress.lock().await.insert(name.clone()) {
             continue;
         }
-        let (client, registry, in_progress) = (client.clone(), registry.clone(), in_progress.clone());
+        let (client, registry, in_progress) =
+            (client.clone(), registry.clone(), in_progress.clone());
         tokio::spawn(async move {
             // Bounded: a namespace whose content never goes (a finalizer nobody removes) is retried
             // with back-off, as upstream's controller requeues it.
@@ -47,7 +50,9 @@ pub async fn run(client: kube::Client, registry: Registry) {
                 match finalize(&client, &registry, &name).await {
                     Ok(true) => break,
                     Ok(false) => {}
-                    Err(e) => tracing::debug!(namespace = %name, error = %e, "namespace cleanup will retry"),
+                    Err(e) => {
+                        tracing::debug!(namespace = %name, error = %e, "namespace cleanup will retry")
+                    }
                 }
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(10));
@@ -59,7 +64,11 @@ pub async fn run(client: kube::Client, registry: Registry) {
 
 /// One pass: delete what is left in `name`; when nothing is, remove the `kubernetes` finalizer.
 /// Returns whether the namespace is finished.
-async fn finalize(client: &kube::Client, registry: &Registry, name: &str) -> Result<bool, kube::Error> {
+async fn finalize(
+    client: &kube::Client,
+    registry: &Registry,
+    name: &str,
+) -> Result<bool, kube::Error> {
     let mut remaining = 0usize;
     for rt in registry.all().iter().filter(|t| t.namespaced) {
         let api = api_for(client, rt, Some(name));
@@ -68,8 +77,15 @@ async fn finalize(client: &kube::Client, registry: &Registry, name: &str) -> Res
             continue;
         }
         remaining += list.items.len();
-        let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..DeleteParams::default() };
-        for item in list.items.iter().filter(|i| i.metadata.deletion_timestamp.is_none()) {
+        let dp = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..DeleteParams::default()
+        };
+        for item in list
+            .items
+            .iter()
+            .filter(|i| i.metadata.deletion_timestamp.is_none())
+        {
             if let Some(n) = &item.metadata.name {
                 match api.delete(n, &dp).await {
                     Ok(_) => {}
@@ -89,9 +105,10 @@ async fn finalize(client: &kube::Client, registry: &Registry, name: &str) -> Res
         Err(e) => return Err(e),
     };
     if let Some(spec) = ns.spec.as_mut()
-        && let Some(f) = spec.finalizers.as_mut() {
-            f.retain(|f| f != "kubernetes");
-        }
+        && let Some(f) = spec.finalizers.as_mut()
+    {
+        f.retain(|f| f != "kubernetes");
+    }
     let body = serde_json::to_vec(&ns).map_err(kube::Error::SerdeError)?;
     let req = http::Request::put(format!("/api/v1/namespaces/{name}/finalize"))
         .header(http::header::CONTENT_TYPE, "application/json")
@@ -104,4 +121,3 @@ async fn finalize(client: &kube::Client, registry: &Registry, name: &str) -> Res
         Err(e) => Err(e),
     }
 }
-

@@ -49,27 +49,55 @@ pub struct FieldError {
 }
 
 impl FieldError {
-    pub fn new(kind: ErrorKind, field: impl Into<String>, value: Option<String>, detail: impl Into<String>) -> Self {
-        FieldError { kind, field: field.into(), value, detail: detail.into() }
+    pub fn new(
+        kind: ErrorKind,
+        field: impl Into<String>,
+        value: Option<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        FieldError {
+            kind,
+            field: field.into(),
+            value,
+            detail: detail.into(),
+        }
     }
     pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self::new(ErrorKind::Required, field, None, detail)
     }
-    pub fn invalid(field: impl Into<String>, value: &serde_json::Value, detail: impl Into<String>) -> Self {
+    pub fn invalid(
+        field: impl Into<String>,
+        value: &serde_json::Value,
+        detail: impl Into<String>,
+    ) -> Self {
         Self::new(ErrorKind::Invalid, field, Some(render_value(value)), detail)
     }
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self::new(ErrorKind::Forbidden, field, None, detail)
     }
-    pub fn not_supported(field: impl Into<String>, value: &serde_json::Value, supported: &[&str]) -> Self {
+    pub fn not_supported(
+        field: impl Into<String>,
+        value: &serde_json::Value,
+        supported: &[&str],
+    ) -> Self {
         let list: Vec<String> = supported.iter().map(|s| format!("\"{s}\"")).collect();
-        Self::new(ErrorKind::NotSupported, field, Some(render_value(value)), format!("supported values: {}", list.join(", ")))
+        Self::new(
+            ErrorKind::NotSupported,
+            field,
+            Some(render_value(value)),
+            format!("supported values: {}", list.join(", ")),
+        )
     }
     pub fn duplicate(field: impl Into<String>, value: &serde_json::Value) -> Self {
         Self::new(ErrorKind::Duplicate, field, Some(render_value(value)), "")
     }
     pub fn too_long(field: impl Into<String>, max: usize) -> Self {
-        Self::new(ErrorKind::TooLong, field, None, format!("must have at most {max} bytes"))
+        Self::new(
+            ErrorKind::TooLong,
+            field,
+            None,
+            format!("must have at most {max} bytes"),
+        )
     }
 
     /// The message of the cause (`details.causes[].message`): what follows the field path.
@@ -96,7 +124,11 @@ impl FieldError {
                 None => "Not found".to_string(),
             },
         };
-        if self.detail.is_empty() { head } else { format!("{head}: {}", self.detail) }
+        if self.detail.is_empty() {
+            head
+        } else {
+            format!("{head}: {}", self.detail)
+        }
     }
 }
 
@@ -124,7 +156,11 @@ impl Path {
         Path(root.to_string())
     }
     pub fn child(&self, name: &str) -> Self {
-        if self.0.is_empty() { Path(name.to_string()) } else { Path(format!("{}.{name}", self.0)) }
+        if self.0.is_empty() {
+            Path(name.to_string())
+        } else {
+            Path(format!("{}.{name}", self.0))
+        }
     }
     pub fn index(&self, i: usize) -> Self {
         Path(format!("{}[{i}]", self.0))
@@ -160,11 +196,27 @@ mod tests {
 
     #[test]
     fn cause_messages_read_like_upstream() {
-        let e = FieldError::required(Path::new("spec").child("containers").index(0).child("image"), "");
+        let e = FieldError::required(
+            Path::new("spec")
+                .child("containers")
+                .index(0)
+                .child("image"),
+            "",
+        );
         assert_eq!(e.to_string(), "spec.containers[0].image: Required value");
-        let e = FieldError::not_supported("spec.os.name", &serde_json::json!("macos"), &["linux", "windows"]);
-        assert_eq!(e.to_string(), "spec.os.name: Unsupported value: \"macos\": supported values: \"linux\", \"windows\"");
+        let e = FieldError::not_supported(
+            "spec.os.name",
+            &serde_json::json!("macos"),
+            &["linux", "windows"],
+        );
+        assert_eq!(
+            e.to_string(),
+            "spec.os.name: Unsupported value: \"macos\": supported values: \"linux\", \"windows\""
+        );
         let e = FieldError::forbidden("spec.hostPID", "cannot be set for a windows pod");
-        assert_eq!(e.to_string(), "spec.hostPID: Forbidden: cannot be set for a windows pod");
+        assert_eq!(
+            e.to_string(),
+            "spec.hostPID: Forbidden: cannot be set for a windows pod"
+        );
     }
 }

@@ -29,12 +29,20 @@ pub struct ResourceType {
 impl ResourceType {
     /// `v1` for the core group, `apps/v1` otherwise: the `apiVersion` of objects of this type.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     /// `pods` or `deployments.apps`: how upstream names a group-resource in messages.
     pub fn group_resource(&self) -> String {
-        if self.group.is_empty() { self.plural.clone() } else { format!("{}.{}", self.plural, self.group) }
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
     }
 
     /// `PodList`.
@@ -49,7 +57,16 @@ impl ResourceType {
 
     /// The verbs discovery advertises for the main resource.
     pub fn verbs(&self) -> &'static [&'static str] {
-        &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+        &[
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
     }
 
     /// The storage key prefix for this type: `/registry/<group-resource>/`.
@@ -90,33 +107,285 @@ const ALL: &[&str] = &["all"];
 
 /// The built-in resources, in discovery order.
 const BUILTIN: &[Spec] = &[
-    Spec { group: "", version: "v1", kind: "Namespace", plural: "namespaces", namespaced: false, short: &["ns"], categories: &[], sub: &["status", "finalize"] },
-    Spec { group: "", version: "v1", kind: "Pod", plural: "pods", namespaced: true, short: &["po"], categories: ALL, sub: &["status", "binding", "ephemeralcontainers", "log", "exec", "attach", "portforward", "eviction"] },
-    Spec { group: "", version: "v1", kind: "Node", plural: "nodes", namespaced: false, short: &["no"], categories: &[], sub: &["status"] },
-    Spec { group: "", version: "v1", kind: "Service", plural: "services", namespaced: true, short: &["svc"], categories: ALL, sub: &["status"] },
-    Spec { group: "", version: "v1", kind: "Endpoints", plural: "endpoints", namespaced: true, short: &["ep"], categories: &[], sub: &[] },
-    Spec { group: "", version: "v1", kind: "ConfigMap", plural: "configmaps", namespaced: true, short: &["cm"], categories: &[], sub: &[] },
-    Spec { group: "", version: "v1", kind: "Secret", plural: "secrets", namespaced: true, short: &[], categories: &[], sub: &[] },
-    Spec { group: "", version: "v1", kind: "ServiceAccount", plural: "serviceaccounts", namespaced: true, short: &["sa"], categories: &[], sub: &[] },
-    Spec { group: "", version: "v1", kind: "Event", plural: "events", namespaced: true, short: &["ev"], categories: &[], sub: &[] },
-    Spec { group: "", version: "v1", kind: "ReplicationController", plural: "replicationcontrollers", namespaced: true, short: &["rc"], categories: ALL, sub: &["status", "scale"] },
-    Spec { group: "", version: "v1", kind: "PersistentVolumeClaim", plural: "persistentvolumeclaims", namespaced: true, short: &["pvc"], categories: &[], sub: &["status"] },
-    Spec { group: "", version: "v1", kind: "PersistentVolume", plural: "persistentvolumes", namespaced: false, short: &["pv"], categories: &[], sub: &["status"] },
-    Spec { group: "", version: "v1", kind: "LimitRange", plural: "limitranges", namespaced: true, short: &["limits"], categories: &[], sub: &[] },
-    Spec { group: "", version: "v1", kind: "ResourceQuota", plural: "resourcequotas", namespaced: true, short: &["quota"], categories: &[], sub: &["status"] },
-    Spec { group: "", version: "v1", kind: "PodTemplate", plural: "podtemplates", namespaced: true, short: &[], categories: &[], sub: &[] },
-    Spec { group: "apps", version: "v1", kind: "Deployment", plural: "deployments", namespaced: true, short: &["deploy"], categories: ALL, sub: &["status", "scale"] },
-    Spec { group: "apps", version: "v1", kind: "ReplicaSet", plural: "replicasets", namespaced: true, short: &["rs"], categories: ALL, sub: &["status", "scale"] },
-    Spec { group: "apps", version: "v1", kind: "DaemonSet", plural: "daemonsets", namespaced: true, short: &["ds"], categories: ALL, sub: &["status"] },
-    Spec { group: "apps", version: "v1", kind: "StatefulSet", plural: "statefulsets", namespaced: true, short: &["sts"], categories: ALL, sub: &["status", "scale"] },
-    Spec { group: "apps", version: "v1", kind: "ControllerRevision", plural: "controllerrevisions", namespaced: true, short: &[], categories: &[], sub: &[] },
-    Spec { group: "batch", version: "v1", kind: "Job", plural: "jobs", namespaced: true, short: &[], categories: ALL, sub: &["status"] },
-    Spec { group: "batch", version: "v1", kind: "CronJob", plural: "cronjobs", namespaced: true, short: &["cj"], categories: ALL, sub: &["status"] },
-    Spec { group: "node.k8s.io", version: "v1", kind: "RuntimeClass", plural: "runtimeclasses", namespaced: false, short: &[], categories: &[], sub: &[] },
-    Spec { group: "coordination.k8s.io", version: "v1", kind: "Lease", plural: "leases", namespaced: true, short: &[], categories: &[], sub: &[] },
-    Spec { group: "discovery.k8s.io", version: "v1", kind: "EndpointSlice", plural: "endpointslices", namespaced: true, short: &[], categories: &[], sub: &[] },
-    Spec { group: "events.k8s.io", version: "v1", kind: "Event", plural: "events", namespaced: true, short: &["ev"], categories: &[], sub: &[] },
-    Spec { group: "windows.k8s.io", version: "v1", kind: "GMSACredentialSpec", plural: "gmsacredentialspecs", namespaced: false, short: &[], categories: &[], sub: &[] },
+    Spec {
+        group: "",
+        version: "v1",
+        kind: "Namespace",
+        plural: "namespaces",
+        namespaced: false,
+        short: &["ns"],
+        categories: &[],
+        sub: &["status", "finalize"],
+    },
+    Spec {
+        group: "",
+        version: "v1",
+        kind: "Pod",
+        plural: "pods",
+        namespaced: true,
+        short: &["po"],
+        categories: ALL,
+        sub: &[
+            "status",
+            "binding",
+            "ephemeralcontainers",
+            "log",
+            "exec",
+            "attach",
+            "portforward",
+            "eviction",
+        ],
+    },
+    Spec {
+        group: "",
+        version: "v1",
+        kind: "Node",
+        plural: "nodes",
+        namespaced: false,
+        short: &["no"],
+        categories: &[],
+        sub: &["status"],
+    },
+    Spec {
+        group: "",
+        version: "v1",
+        kind: "Service",
+        plural: "services",
+        namespaced: true,
+        short: &["svc"],
+        categories: ALL,
+        sub: &["status"],
+    },
+    Spec {
+        group: "",
+        version: "v1",
+        kind: "Endpoints",
+        plural: "endpoints",
+        namespaced: true,
+        short: &["ep"],
+        categories: &[],
+        sub: &[],
+    },
+    Spec {
+        group: "",
+        version: "v1",
+        kind: "ConfigMap",
+        plural: "configmaps",
+        namespaced: true,
+        short: &["cm"],
+        categories: &[],
+        sub: &[],
+    },
+    Spec {
+        group: "",
+        version: "v1",
+        kind: "Secret",
+        plural: "secrets",
+        namespaced: true,
+        short: &[],
+        categories: &[],
+        sub: &[],
+    },
+    Spec {
+        group: "",
+        version: "v1",
+        kind: "ServiceAccount",
+        plural: "serviceaccounts",
+        namespaced: true,
+        short: &["sa"],
+        categories: &[],
+        sub: &[],
+    },
+    Spec {
+        group: "",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        namespaced: true,
+        short: &["ev"],
+        categories: &[],
+        sub: &[],
+    },
+    Spec {
+        group: "",
+        version: "v1",
+        kind: "ReplicationController",
+        plural: "replicationcontrollers",
+        namespaced: true,
+        short: &["rc"],
+        categories: ALL,
+        sub: &["status", "scale"],
+    },
+    Spec {
+        group: "",
+        version: "v1",
+        kind: "PersistentVolumeClaim",
+        plural: "persistentvolumeclaims",
+        namespaced: true,
+        short: &["pvc"],
+        categories: &[],
+        sub: &["status"],
+    },
+    Spec {
+        group: "",
+        version: "v1",
+        kind: "PersistentVolume",
+        plural: "persistentvolumes",
+        namespaced: false,
+        short: &["pv"],
+        categories: &[],
+        sub: &["status"],
+    },
+    Spec {
+        group: "",
+        version: "v1",
+        kind: "LimitRange",
+        plural: "limitranges",
+        namespaced: true,
+        short: &["limits"],
+        categories: &[],
+        sub: &[],
+    },
+    Spec {
+        group: "",
+        version: "v1",
+        kind: "ResourceQuota",
+        plural: "resourcequotas",
+        namespaced: true,
+        short: &["quota"],
+        categories: &[],
+        sub: &["status"],
+    },
+    Spec {
+        group: "",
+        version: "v1",
+        kind: "PodTemplate",
+        plural: "podtemplates",
+        namespaced: true,
+        short: &[],
+        categories: &[],
+        sub: &[],
+    },
+    Spec {
+        group: "apps",
+        version: "v1",
+        kind: "Deployment",
+        plural: "deployments",
+        namespaced: true,
+        short: &["deploy"],
+        categories: ALL,
+        sub: &["status", "scale"],
+    },
+    Spec {
+        group: "apps",
+        version: "v1",
+        kind: "ReplicaSet",
+        plural: "replicasets",
+        namespaced: true,
+        short: &["rs"],
+        categories: ALL,
+        sub: &["status", "scale"],
+    },
+    Spec {
+        group: "apps",
+        version: "v1",
+        kind: "DaemonSet",
+        plural: "daemonsets",
+        namespaced: true,
+        short: &["ds"],
+        categories: ALL,
+        sub: &["status"],
+    },
+    Spec {
+        group: "apps",
+        version: "v1",
+        kind: "StatefulSet",
+        plural: "statefulsets",
+        namespaced: true,
+        short: &["sts"],
+        categories: ALL,
+        sub: &["status", "scale"],
+    },
+    Spec {
+        group: "apps",
+        version: "v1",
+        kind: "ControllerRevision",
+        plural: "controllerrevisions",
+        namespaced: true,
+        short: &[],
+        categories: &[],
+        sub: &[],
+    },
+    Spec {
+        group: "batch",
+        version: "v1",
+        kind: "Job",
+        plural: "jobs",
+        namespaced: true,
+        short: &[],
+        categories: ALL,
+        sub: &["status"],
+    },
+    Spec {
+        group: "batch",
+        version: "v1",
+        kind: "CronJob",
+        plural: "cronjobs",
+        namespaced: true,
+        short: &["cj"],
+        categories: ALL,
+        sub: &["status"],
+    },
+    Spec {
+        group: "node.k8s.io",
+        version: "v1",
+        kind: "RuntimeClass",
+        plural: "runtimeclasses",
+        namespaced: false,
+        short: &[],
+        categories: &[],
+        sub: &[],
+    },
+    Spec {
+        group: "coordination.k8s.io",
+        version: "v1",
+        kind: "Lease",
+        plural: "leases",
+        namespaced: true,
+        short: &[],
+        categories: &[],
+        sub: &[],
+    },
+    Spec {
+        group: "discovery.k8s.io",
+        version: "v1",
+        kind: "EndpointSlice",
+        plural: "endpointslices",
+        namespaced: true,
+        short: &[],
+        categories: &[],
+        sub: &[],
+    },
+    Spec {
+        group: "events.k8s.io",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        namespaced: true,
+        short: &["ev"],
+        categories: &[],
+        sub: &[],
+    },
+    Spec {
+        group: "windows.k8s.io",
+        version: "v1",
+        kind: "GMSACredentialSpec",
+        plural: "gmsacredentialspecs",
+        namespaced: false,
+        short: &[],
+        categories: &[],
+        sub: &[],
+    },
 ];
 
 /// Every resource type the server knows, with lookups by URL segment, kind and short name.
@@ -160,13 +429,19 @@ impl Registry {
 
     /// The type served at `/<prefix>/<group>/<version>/<plural>`.
     pub fn by_plural(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
-        self.types.iter().find(|t| t.group == group && t.version == version && t.plural == plural).cloned()
+        self.types
+            .iter()
+            .find(|t| t.group == group && t.version == version && t.plural == plural)
+            .cloned()
     }
 
     /// The type for an object's `apiVersion` and `kind`.
     pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceType>> {
         let (group, version) = split_api_version(api_version);
-        self.types.iter().find(|t| t.group == group && t.version == version && t.kind == kind).cloned()
+        self.types
+            .iter()
+            .find(|t| t.group == group && t.version == version && t.kind == kind)
+            .cloned()
     }
 
     /// The group-versions served, core (`v1`) first, in registration order.
@@ -182,8 +457,14 @@ impl Registry {
     }
 
     /// The types of one group-version.
-    pub fn in_group_version<'a>(&'a self, group: &'a str, version: &'a str) -> impl Iterator<Item = &'a Arc<ResourceType>> + 'a {
-        self.types.iter().filter(move |t| t.group == group && t.version == version)
+    pub fn in_group_version<'a>(
+        &'a self,
+        group: &'a str,
+        version: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<ResourceType>> + 'a {
+        self.types
+            .iter()
+            .filter(move |t| t.group == group && t.version == version)
     }
 }
 
@@ -205,9 +486,17 @@ mod tests {
         let pods = r.by_plural("", "v1", "pods").expect("pods registered");
         assert_eq!(pods.kind, "Pod");
         assert_eq!(r.by_kind("v1", "Pod").as_deref(), Some(&*pods));
-        assert_eq!(pods.key(Some("default"), "web"), "/registry/pods/default/web");
-        let deploy = r.by_kind("apps/v1", "Deployment").expect("deployments registered");
-        assert_eq!(deploy.key(Some("ns"), "d"), "/registry/deployments.apps/ns/d");
+        assert_eq!(
+            pods.key(Some("default"), "web"),
+            "/registry/pods/default/web"
+        );
+        let deploy = r
+            .by_kind("apps/v1", "Deployment")
+            .expect("deployments registered");
+        assert_eq!(
+            deploy.key(Some("ns"), "d"),
+            "/registry/deployments.apps/ns/d"
+        );
         let nodes = r.by_plural("", "v1", "nodes").expect("nodes registered");
         assert_eq!(nodes.key(None, "n1"), "/registry/nodes/n1");
     }
@@ -216,7 +505,9 @@ mod tests {
     fn core_and_events_groups_do_not_collide() {
         let r = Registry::builtin();
         let core_ev = r.by_kind("v1", "Event").expect("core events");
-        let ev = r.by_kind("events.k8s.io/v1", "Event").expect("events.k8s.io events");
+        let ev = r
+            .by_kind("events.k8s.io/v1", "Event")
+            .expect("events.k8s.io events");
         assert_ne!(core_ev.key_prefix(), ev.key_prefix());
     }
 }

@@ -6,7 +6,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Seconds and microseconds since the Unix epoch for `t` (clamped at the epoch).
 pub fn unix(t: SystemTime) -> (i64, u32) {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
-    (i64::try_from(d.as_secs()).unwrap_or(i64::MAX), d.subsec_micros())
+    (
+        i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        d.subsec_micros(),
+    )
 }
 
 /// Converts days since 1970-01-01 into a (year, month, day) civil date (Howard Hinnant's algorithm).
@@ -56,6 +59,9 @@ mod tests {
         assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(format_rfc3339(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(format_rfc3339(1_795_248_383), "2026-11-21T08:06:23Z");
-        assert_eq!(format_rfc3339_micros(1_795_248_383, 42), "2026-11-21T08:06:23.000042Z");
+        assert_eq!(
+            format_rfc3339_micros(1_795_248_383, 42),
+            "2026-11-21T08:06:23.000042Z"
+        );
     }
 }

@@ -2,7 +2,10 @@
 //! (`replicas: "three"`) is refused like upstream's decoder refuses it, and unknown fields are found
 //! (and dropped) as upstream's strict/ignore field validation does.
 
-use k8s_openapi::api::{apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery, events::v1 as events, node::v1 as node};
+use k8s_openapi::api::{
+    apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
+    discovery::v1 as discovery, events::v1 as events, node::v1 as node,
+};
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
@@ -30,7 +33,11 @@ fn round<T: DeserializeOwned + Serialize>(value: &Value) -> Result<Value, String
     // The error names the field path, as upstream's decoder names the Go struct field.
     let typed: T = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        if path.is_empty() || path == "." { e.inner().to_string() } else { format!("{path}: {}", e.inner()) }
+        if path.is_empty() || path == "." {
+            e.inner().to_string()
+        } else {
+            format!("{path}: {}", e.inner())
+        }
     })?;
     serde_json::to_value(&typed).map_err(|e| e.to_string())
 }
@@ -39,7 +46,11 @@ fn round<T: DeserializeOwned + Serialize>(value: &Value) -> Result<Value, String
 /// Rust type for (e.g. `GMSACredentialSpec`) pass through unchanged.
 pub fn roundtrip(rt: &ResourceType, value: &Value) -> Result<Decoded, DecodeError> {
     if !value.is_object() {
-        return Err(DecodeError { kind: rt.kind.clone(), version: rt.version.clone(), reason: "the body must be a JSON object".into() });
+        return Err(DecodeError {
+            kind: rt.kind.clone(),
+            version: rt.version.clone(),
+            reason: "the body must be a JSON object".into(),
+        });
     }
     // The k8s-openapi decoders insist on their own apiVersion and kind; the caller has already
     // checked what the body says against the URL, so state them here.
@@ -78,14 +89,21 @@ pub fn roundtrip(rt: &ResourceType, value: &Value) -> Result<Decoded, DecodeErro
         ("events.k8s.io", "Event") => round::<events::Event>(value),
         _ => Ok(value.clone()),
     };
-    let mut object = result.map_err(|reason| DecodeError { kind: rt.kind.clone(), version: rt.version.clone(), reason })?;
+    let mut object = result.map_err(|reason| DecodeError {
+        kind: rt.kind.clone(),
+        version: rt.version.clone(),
+        reason,
+    })?;
     if let Some(map) = object.as_object_mut() {
         map.insert("apiVersion".into(), Value::String(rt.api_version()));
         map.insert("kind".into(), Value::String(rt.kind.clone()));
     }
     let mut unknown_fields = Vec::new();
     find_unknown(value, &object, "", &mut unknown_fields);
-    Ok(Decoded { object, unknown_fields })
+    Ok(Decoded {
+        object,
+        unknown_fields,
+    })
 }
 
 /// Collects the paths present (and not null) in `input` but absent in `typed`.
@@ -93,7 +111,11 @@ fn find_unknown(input: &Value, typed: &Value, path: &str, out: &mut Vec<String>)
     match (input, typed) {
         (Value::Object(a), Value::Object(b)) => {
             for (k, v) in a {
-                let child = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                let child = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
                 match b.get(k) {
                     Some(tv) => find_unknown(v, tv, &child, out),
                     None if v.is_null() => {}
@@ -121,7 +143,13 @@ mod tests {
         let reg = Registry::builtin();
         let pods = reg.by_kind("v1", "Pod").expect("pods");
         let d = roundtrip(&pods, &json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"i","imagePullPolicyX":"Always"}],"bogus":1}})).expect("decodes");
-        assert_eq!(d.unknown_fields, vec!["spec.bogus".to_string(), "spec.containers[0].imagePullPolicyX".to_string()]);
+        assert_eq!(
+            d.unknown_fields,
+            vec![
+                "spec.bogus".to_string(),
+                "spec.containers[0].imagePullPolicyX".to_string()
+            ]
+        );
         assert!(d.object["spec"].get("bogus").is_none());
     }
 

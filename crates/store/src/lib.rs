@@ -35,7 +35,10 @@ pub struct KeyValue {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// A create (when `prev` is `None`) or update.
-    Put { kv: KeyValue, prev: Option<KeyValue> },
+    Put {
+        kv: KeyValue,
+        prev: Option<KeyValue>,
+    },
     /// A deletion at `revision`; `prev` is the value that was deleted.
     Delete { prev: KeyValue, revision: Revision },
 }
@@ -77,13 +80,23 @@ pub enum StoreError {
     NotFound(String),
     /// A conditional write found another modification revision than expected.
     #[error("key {key:?} was modified: expected revision {expected}, found {actual}")]
-    Conflict { key: String, expected: Revision, actual: Revision },
+    Conflict {
+        key: String,
+        expected: Revision,
+        actual: Revision,
+    },
     /// The requested revision is older than the oldest one kept.
     #[error("revision {requested} has been compacted; oldest available is {compacted}")]
-    Compacted { requested: Revision, compacted: Revision },
+    Compacted {
+        requested: Revision,
+        compacted: Revision,
+    },
     /// The requested revision is newer than the current one.
     #[error("revision {requested} is in the future; current is {current}")]
-    FutureRevision { requested: Revision, current: Revision },
+    FutureRevision {
+        requested: Revision,
+        current: Revision,
+    },
     /// The watcher fell too far behind and its stream was closed; it must re-list.
     #[error("watcher fell behind and was dropped")]
     WatchLagged,
@@ -113,7 +126,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// Reads the keys starting with `prefix`, in ascending key order, strictly after `start_after`
     /// (when given), at most `limit` of them (when given), as of `revision` (when given, else now).
-    async fn list(&self, prefix: &str, start_after: Option<&str>, limit: Option<usize>, revision: Option<Revision>) -> Result<ListResult>;
+    async fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: Option<usize>,
+        revision: Option<Revision>,
+    ) -> Result<ListResult>;
 
     /// Counts the keys under `prefix` at the current revision.
     async fn count(&self, prefix: &str) -> Result<usize>;
@@ -123,7 +142,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Replaces `key`'s value if its modification revision is `expected` (any revision when `None`);
     /// fails with `NotFound` or `Conflict`.
-    async fn update(&self, key: &str, value: Bytes, expected: Option<Revision>) -> Result<KeyValue>;
+    async fn update(&self, key: &str, value: Bytes, expected: Option<Revision>)
+    -> Result<KeyValue>;
 
     /// Deletes `key` if its modification revision is `expected` (any when `None`), returning the
     /// deleted value; fails with `NotFound` or `Conflict`.

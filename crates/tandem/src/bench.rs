@@ -75,29 +75,52 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Api(b) => api(b).await,
         BenchCommand::Scheduler(b) => {
             let (_dir, _server, client) = bench_server().await?;
-            println!("tandem bench scheduler: {} nodes, {} pods (in-process API server on a durable SQLite store)", b.nodes, b.pods);
-            let report = tandem_scheduler::bench::run_bench(client, b.nodes, b.pods).await.map_err(|e| anyhow::anyhow!("scheduler bench failed: {e}"))?;
+            println!(
+                "tandem bench scheduler: {} nodes, {} pods (in-process API server on a durable SQLite store)",
+                b.nodes, b.pods
+            );
+            let report = tandem_scheduler::bench::run_bench(client, b.nodes, b.pods)
+                .await
+                .map_err(|e| anyhow::anyhow!("scheduler bench failed: {e}"))?;
             println!("{report}");
             Ok(())
         }
         BenchCommand::Controllers(b) => {
             let (_dir, server, client) = bench_server().await?;
             tandem_controllers::start_all(client.clone(), server.state.registry.clone());
-            tokio::spawn(tandem_scheduler::run(client.clone(), tandem_scheduler::SchedulerOptions::default()));
+            tokio::spawn(tandem_scheduler::run(
+                client.clone(),
+                tandem_scheduler::SchedulerOptions::default(),
+            ));
             let spec = format!("linux={}", b.nodes);
             for node in tandem_agent::parse_nodes_spec(&spec).context("invalid node count")? {
                 let client = client.clone();
                 tokio::spawn(async move { tandem_agent::run(client, node).await });
             }
-            println!("tandem bench controllers: Deployment scaled 0 → {} replicas on {} emulated Linux nodes (scheduler, controllers, agents and API server in this process)", b.replicas, b.nodes);
-            let report = tandem_controllers::bench::bench_deployment_scale(client, b.replicas).await.map_err(|e| anyhow::anyhow!("controllers bench failed: {e}"))?;
+            println!(
+                "tandem bench controllers: Deployment scaled 0 → {} replicas on {} emulated Linux nodes (scheduler, controllers, agents and API server in this process)",
+                b.replicas, b.nodes
+            );
+            let report = tandem_controllers::bench::bench_deployment_scale(client, b.replicas)
+                .await
+                .map_err(|e| anyhow::anyhow!("controllers bench failed: {e}"))?;
             println!("{report}");
             Ok(())
         }
         BenchCommand::Nodes(b) => {
             let (_dir, _server, client) = bench_server().await?;
-            println!("tandem bench nodes: {} emulated nodes, {} pods (in-process API server on a durable SQLite store)", b.nodes, b.pods);
-            let report = tandem_agent::bench::run_nodes_bench(client, b.nodes, b.pods, b.concurrency, Duration::from_secs(b.timeout_secs)).await;
+            println!(
+                "tandem bench nodes: {} emulated nodes, {} pods (in-process API server on a durable SQLite store)",
+                b.nodes, b.pods
+            );
+            let report = tandem_agent::bench::run_nodes_bench(
+                client,
+                b.nodes,
+                b.pods,
+                b.concurrency,
+                Duration::from_secs(b.timeout_secs),
+            )
+            .await;
             println!("{report}");
             Ok(())
         }
@@ -105,9 +128,17 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
 }
 
 /// A fresh server on a temp dir with an admin client, for benchmarks.
-async fn bench_server() -> anyhow::Result<(tempfile::TempDir, tandem_apiserver::ApiServer, kube::Client)> {
+async fn bench_server()
+-> anyhow::Result<(tempfile::TempDir, tandem_apiserver::ApiServer, kube::Client)> {
     let dir = tempfile::tempdir().context("cannot create a temp dir")?;
-    let args = ServerArgs { data_dir: dir.path().to_path_buf(), port: 0, bind_address: "127.0.0.1".parse()?, kubeconfig: None, allow_privileged: true, upstream_os_placement: false };
+    let args = ServerArgs {
+        data_dir: dir.path().to_path_buf(),
+        port: 0,
+        bind_address: "127.0.0.1".parse()?,
+        kubeconfig: None,
+        allow_privileged: true,
+        upstream_os_placement: false,
+    };
     let (server, _store) = crate::cluster::start(&args).await?;
     let client = crate::cluster::client_from(&args.kubeconfig_path()).await?;
     Ok((dir, server, client))
@@ -135,12 +166,27 @@ fn pod(name: &str) -> anyhow::Result<Pod> {
 
 async fn api(b: ApiBench) -> anyhow::Result<()> {
     let dir = tempfile::tempdir().context("cannot create a temp dir")?;
-    let args = ServerArgs { data_dir: dir.path().to_path_buf(), port: 0, bind_address: "127.0.0.1".parse()?, kubeconfig: None, allow_privileged: true, upstream_os_placement: false };
+    let args = ServerArgs {
+        data_dir: dir.path().to_path_buf(),
+        port: 0,
+        bind_address: "127.0.0.1".parse()?,
+        kubeconfig: None,
+        allow_privileged: true,
+        upstream_os_placement: false,
+    };
     let (server, _store) = crate::cluster::start(&args).await?;
     let kubeconfig = kube::config::Kubeconfig::read_from(args.data_dir.join("kubeconfig"))?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
-    println!("tandem bench api: {} pods, {} clients, durable SQLite store in {}", b.pods, b.clients, dir.path().display());
-    println!("server: https://{} (in this process; client and server share the machine)", server.local_addr);
+    println!(
+        "tandem bench api: {} pods, {} clients, durable SQLite store in {}",
+        b.pods,
+        b.clients,
+        dir.path().display()
+    );
+    println!(
+        "server: https://{} (in this process; client and server share the machine)",
+        server.local_addr
+    );
 
     // Watch delivery: a watcher records when each pod's ADDED event arrives.
     let client = kube::Client::try_from(config.clone())?;
@@ -151,7 +197,10 @@ async fn api(b: ApiBench) -> anyhow::Result<()> {
     let (acked_w, delivered_w) = (acked.clone(), delivered.clone());
     let total = b.pods;
     let watcher = tokio::spawn(async move {
-        let mut stream = watch_pods.watch(&WatchParams::default().timeout(290), "0").await?.boxed();
+        let mut stream = watch_pods
+            .watch(&WatchParams::default().timeout(290), "0")
+            .await?
+            .boxed();
         let mut seen = 0;
         while let Some(ev) = stream.try_next().await? {
             if let WatchEvent::Added(p) = ev {
@@ -160,7 +209,9 @@ async fn api(b: ApiBench) -> anyhow::Result<()> {
                 // Latency from the create being acknowledged to the event arriving; an event that
                 // beats the acknowledgement counts as zero.
                 let sent = acked_w.lock().await.get(&name).copied();
-                let d = sent.map(|s| now.saturating_duration_since(s)).unwrap_or(Duration::ZERO);
+                let d = sent
+                    .map(|s| now.saturating_duration_since(s))
+                    .unwrap_or(Duration::ZERO);
                 delivered_w.lock().await.push(d);
                 seen += 1;
                 if seen >= total {
@@ -215,9 +266,28 @@ async fn api(b: ApiBench) -> anyhow::Result<()> {
     delivered.sort();
 
     println!();
-    println!("creates:            {} in {:.2} s = {:.0} creates/s", latencies.len(), elapsed.as_secs_f64(), latencies.len() as f64 / elapsed.as_secs_f64());
-    println!("create latency:     p50 {}  p99 {}  max {}", ms(percentile(&latencies, 0.5)), ms(percentile(&latencies, 0.99)), ms(percentile(&latencies, 1.0)));
-    println!("LIST of {count} pods:  median {}  best {} (5 runs, full JSON decode in the client included)", ms(percentile(&list_times, 0.5)), ms(list_times[0]));
-    println!("watch delivery:     {} events, p50 {}  p99 {}", delivered.len(), ms(percentile(&delivered, 0.5)), ms(percentile(&delivered, 0.99)));
+    println!(
+        "creates:            {} in {:.2} s = {:.0} creates/s",
+        latencies.len(),
+        elapsed.as_secs_f64(),
+        latencies.len() as f64 / elapsed.as_secs_f64()
+    );
+    println!(
+        "create latency:     p50 {}  p99 {}  max {}",
+        ms(percentile(&latencies, 0.5)),
+        ms(percentile(&latencies, 0.99)),
+        ms(percentile(&latencies, 1.0))
+    );
+    println!(
+        "LIST of {count} pods:  median {}  best {} (5 runs, full JSON decode in the client included)",
+        ms(percentile(&list_times, 0.5)),
+        ms(list_times[0])
+    );
+    println!(
+        "watch delivery:     {} events, p50 {}  p99 {}",
+        delivered.len(),
+        ms(percentile(&delivered, 0.5)),
+        ms(percentile(&delivered, 0.99))
+    );
     Ok(())
 }

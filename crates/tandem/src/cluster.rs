@@ -15,20 +15,36 @@ use crate::ServerArgs;
 
 /// Opens the store in the data dir and starts the API server on it.
 pub async fn start(args: &ServerArgs) -> anyhow::Result<(ApiServer, Arc<SqliteStore>)> {
-    std::fs::create_dir_all(&args.data_dir).with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
     let db = args.data_dir.join("state.db");
-    let store = Arc::new(SqliteStore::open(&db, SqliteOptions::default()).with_context(|| format!("cannot open the store {}", db.display()))?);
+    let store = Arc::new(
+        SqliteStore::open(&db, SqliteOptions::default())
+            .with_context(|| format!("cannot open the store {}", db.display()))?,
+    );
     let dyn_store: Arc<dyn Store> = store.clone();
-    let config = Config { data_dir: args.data_dir.clone(), bind: args.bind(), kubeconfig: Some(args.kubeconfig_path()) };
-    let options = Options { allow_privileged: args.allow_privileged, ..Options::default() };
-    let server = ApiServer::start_with_options(config, dyn_store, options).await.context("cannot start the API server")?;
+    let config = Config {
+        data_dir: args.data_dir.clone(),
+        bind: args.bind(),
+        kubeconfig: Some(args.kubeconfig_path()),
+    };
+    let options = Options {
+        allow_privileged: args.allow_privileged,
+        ..Options::default()
+    };
+    let server = ApiServer::start_with_options(config, dyn_store, options)
+        .await
+        .context("cannot start the API server")?;
     Ok((server, store))
 }
 
 /// A kube-rs client from a kubeconfig file.
 pub async fn client_from(path: &std::path::Path) -> anyhow::Result<kube::Client> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(path).with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.context("invalid kubeconfig")?;
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .context("invalid kubeconfig")?;
     kube::Client::try_from(config).context("cannot build the API client")
 }
 
@@ -44,20 +60,38 @@ pub async fn run(args: ServerArgs, nodes: Option<Option<String>>) -> anyhow::Res
     let kubeconfig = args.kubeconfig_path();
     let client = client_from(&kubeconfig).await?;
     tandem_controllers::start_all(client.clone(), server.state.registry.clone());
-    let sched = tandem_scheduler::SchedulerOptions { upstream_os_placement: args.upstream_os_placement, ..Default::default() };
+    let sched = tandem_scheduler::SchedulerOptions {
+        upstream_os_placement: args.upstream_os_placement,
+        ..Default::default()
+    };
     tokio::spawn(tandem_scheduler::run(client.clone(), sched));
 
-    println!("tandem API server listening on https://{}", server.local_addr);
+    println!(
+        "tandem API server listening on https://{}",
+        server.local_addr
+    );
     println!("  data dir:   {}", args.data_dir.display());
     println!("  kubeconfig: {}", kubeconfig.display());
-    println!("  control plane: API server, scheduler, controllers (garbage collector, namespaces, service accounts,");
-    println!("                 ReplicaSet, ReplicationController, Deployment, DaemonSet, Job, EndpointSlice)");
+    println!(
+        "  control plane: API server, scheduler, controllers (garbage collector, namespaces, service accounts,"
+    );
+    println!(
+        "                 ReplicaSet, ReplicationController, Deployment, DaemonSet, Job, EndpointSlice)"
+    );
     if !node_configs.is_empty() {
         println!("  nodes:");
         for mut node in node_configs {
             node.state_dir = Some(args.data_dir.join("nodes").join(&node.name));
-            let build = node.windows_build.map(|b| format!(" build {b}")).unwrap_or_default();
-            println!("    {:<18} {}{} — emulated runtime (no processes run; containerd-backed Linux pods are not built yet)", node.name, node.os.as_str(), build);
+            let build = node
+                .windows_build
+                .map(|b| format!(" build {b}"))
+                .unwrap_or_default();
+            println!(
+                "    {:<18} {}{} — emulated runtime (no processes run; containerd-backed Linux pods are not built yet)",
+                node.name,
+                node.os.as_str(),
+                build
+            );
             let client = client.clone();
             tokio::spawn(async move {
                 let name = node.name.clone();
@@ -68,7 +102,10 @@ pub async fn run(args: ServerArgs, nodes: Option<Option<String>>) -> anyhow::Res
         }
     }
     println!();
-    println!("Use it with:  kubectl --kubeconfig {} get nodes -o wide", kubeconfig.display());
+    println!(
+        "Use it with:  kubectl --kubeconfig {} get nodes -o wide",
+        kubeconfig.display()
+    );
     wait_for_shutdown().await;
     println!("tandem: shutting down");
     drop(server);
@@ -119,7 +156,8 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         "linux" => NodeConfig::linux(&args.hostname_override),
         "windows" => {
             let build = args.windows_build.as_deref().unwrap_or("10.0.20348");
-            let build = tandem_agent::WindowsBuild::parse(build).with_context(|| format!("invalid --windows-build {build:?}"))?;
+            let build = tandem_agent::WindowsBuild::parse(build)
+                .with_context(|| format!("invalid --windows-build {build:?}"))?;
             NodeConfig::windows(&args.hostname_override, build)
         }
         other => anyhow::bail!("--os must be linux or windows, not {other:?}"),
@@ -146,7 +184,11 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     node.state_dir = args.state_dir.clone();
     node.validate()?;
     let client = client_from(&args.kubeconfig).await?;
-    println!("tandem agent: node {} ({}) — emulated runtime: no processes run", node.name, node.os.as_str());
+    println!(
+        "tandem agent: node {} ({}) — emulated runtime: no processes run",
+        node.name,
+        node.os.as_str()
+    );
     tokio::select! {
         r = tandem_agent::run(client, node) => r.context("node agent failed")?,
         _ = wait_for_shutdown() => println!("tandem agent: shutting down"),
@@ -158,13 +200,14 @@ async fn wait_for_shutdown() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

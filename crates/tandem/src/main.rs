@@ -16,7 +16,11 @@ use clap::{Args, Parser, Subcommand};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
-#[command(name = "tandem", version, about = "A Kubernetes-compatible orchestrator for clusters that mix Linux and Windows nodes")]
+#[command(
+    name = "tandem",
+    version,
+    about = "A Kubernetes-compatible orchestrator for clusters that mix Linux and Windows nodes"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -73,7 +77,9 @@ pub struct UpArgs {
 
 impl ServerArgs {
     fn kubeconfig_path(&self) -> PathBuf {
-        self.kubeconfig.clone().unwrap_or_else(|| self.data_dir.join("kubeconfig"))
+        self.kubeconfig
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("kubeconfig"))
     }
     fn bind(&self) -> SocketAddr {
         SocketAddr::new(self.bind_address, self.port)
@@ -82,11 +88,17 @@ impl ServerArgs {
 
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("TANDEM_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TANDEM_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
     runtime.block_on(async move {
         match cli.command {
             Command::Server(args) => cluster::run(args, None).await,

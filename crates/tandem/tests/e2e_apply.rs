@@ -158,8 +158,20 @@ fn create_replace_and_delete_work_on_every_seed_manifest() {
             // windows-gmsa webhook does; the manifest does not carry it, so replacing the pod
             // changes its GMSA settings, which that webhook (and tandem) refuse. The
             // GMSACredentialSpec itself is replaced.
-            assert!(replaced.stdout.contains("gmsacredentialspec.windows.k8s.io/billing-gmsa replaced"), "{name}: {}", replaced.stdout);
-            assert!(replaced.stderr.contains("cannot update an existing pod's GMSA settings"), "{name}: {}", replaced.stderr);
+            assert!(
+                replaced
+                    .stdout
+                    .contains("gmsacredentialspec.windows.k8s.io/billing-gmsa replaced"),
+                "{name}: {}",
+                replaced.stdout
+            );
+            assert!(
+                replaced
+                    .stderr
+                    .contains("cannot update an existing pod's GMSA settings"),
+                "{name}: {}",
+                replaced.stderr
+            );
             continue;
         }
         for line in replaced.ok().lines() {

@@ -13,11 +13,17 @@ use serde_json::Value;
 const LONG: Duration = Duration::from_secs(150);
 
 fn items(s: &Server, args: &[&str]) -> Vec<Value> {
-    s.get_json(args).and_then(|l| l["items"].as_array().cloned()).unwrap_or_default()
+    s.get_json(args)
+        .and_then(|l| l["items"].as_array().cloned())
+        .unwrap_or_default()
 }
 
 fn condition(pod: &Value, kind: &str) -> Option<String> {
-    pod["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == kind).and_then(|c| c["status"].as_str().map(str::to_string))
+    pod["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .and_then(|c| c["status"].as_str().map(str::to_string))
 }
 
 fn running_and_ready(pod: &Value) -> bool {
@@ -29,27 +35,61 @@ fn up_starts_a_linux_and_two_windows_nodes_that_are_ready() {
     let s = Server::start_up(None);
     let nodes = s.eventually("three Ready nodes", Duration::from_secs(60), || {
         let n = items(&s, &["nodes"]);
-        (n.len() == 3 && n.iter().all(|x| condition(x, "Ready").as_deref() == Some("True"))).then_some(n)
+        (n.len() == 3
+            && n.iter()
+                .all(|x| condition(x, "Ready").as_deref() == Some("True")))
+        .then_some(n)
     });
-    let by_name = |name: &str| nodes.iter().find(|n| n["metadata"]["name"] == name).cloned().unwrap_or(Value::Null);
+    let by_name = |name: &str| {
+        nodes
+            .iter()
+            .find(|n| n["metadata"]["name"] == name)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
     let w19 = by_name("windows-2019-1");
     assert_eq!(w19["metadata"]["labels"]["kubernetes.io/os"], "windows");
-    assert_eq!(w19["metadata"]["labels"]["node.kubernetes.io/windows-build"], "10.0.17763");
-    assert_eq!(w19["status"]["nodeInfo"]["osImage"], "Windows Server 2019 Datacenter");
-    assert_eq!(by_name("windows-2022-1")["metadata"]["labels"]["node.kubernetes.io/windows-build"], "10.0.20348");
-    assert_eq!(by_name("linux-1")["metadata"]["labels"]["kubernetes.io/os"], "linux");
+    assert_eq!(
+        w19["metadata"]["labels"]["node.kubernetes.io/windows-build"],
+        "10.0.17763"
+    );
+    assert_eq!(
+        w19["status"]["nodeInfo"]["osImage"],
+        "Windows Server 2019 Datacenter"
+    );
+    assert_eq!(
+        by_name("windows-2022-1")["metadata"]["labels"]["node.kubernetes.io/windows-build"],
+        "10.0.20348"
+    );
+    assert_eq!(
+        by_name("linux-1")["metadata"]["labels"]["kubernetes.io/os"],
+        "linux"
+    );
     for n in &nodes {
-        let runtime = n["status"]["nodeInfo"]["containerRuntimeVersion"].as_str().unwrap_or_default();
-        assert!(runtime.starts_with("emulated://"), "emulated nodes say so: {runtime}");
+        let runtime = n["status"]["nodeInfo"]["containerRuntimeVersion"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            runtime.starts_with("emulated://"),
+            "emulated nodes say so: {runtime}"
+        );
     }
     let wide = s.kubectl(&["get", "nodes", "-o", "wide"]).ok().to_string();
-    assert!(wide.contains("Windows Server 2022 Datacenter") && wide.contains("emulated://"), "{wide}");
+    assert!(
+        wide.contains("Windows Server 2022 Datacenter") && wide.contains("emulated://"),
+        "{wide}"
+    );
 }
 
 #[test]
 fn seed_workloads_land_on_the_nodes_the_reference_says() {
     let s = Server::start_up(None);
-    for f in ["win-webserver.yaml", "runtimeClasses.yml", "iis-2019.yaml", "legacy-billing-app.yaml"] {
+    for f in [
+        "win-webserver.yaml",
+        "runtimeClasses.yml",
+        "iis-2019.yaml",
+        "legacy-billing-app.yaml",
+    ] {
         s.kubectl(&["apply", "-f", &seed(f)]).ok();
     }
     // Both win-webserver replicas (ltsc2019 image, nodeSelector os=windows) run on the 2019 node:
@@ -59,7 +99,11 @@ fn seed_workloads_land_on_the_nodes_the_reference_says() {
         (p.len() == 2 && p.iter().all(running_and_ready)).then_some(p)
     });
     for p in &web {
-        assert_eq!(p["spec"]["nodeName"], "windows-2019-1", "{}", p["metadata"]["name"]);
+        assert_eq!(
+            p["spec"]["nodeName"], "windows-2019-1",
+            "{}",
+            p["metadata"]["name"]
+        );
     }
     let iis = s.eventually("iis-2019 running", LONG, || {
         let p = items(&s, &["pods", "-l", "app=iis-2019"]);
@@ -74,22 +118,47 @@ fn seed_workloads_land_on_the_nodes_the_reference_says() {
         assert_eq!(p["spec"]["nodeName"], "windows-2022-1");
     }
     let table = s.kubectl(&["get", "pods", "-o", "wide"]).ok().to_string();
-    assert!(table.contains("windows-2019-1") && table.contains("Running"), "{table}");
+    assert!(
+        table.contains("windows-2019-1") && table.contains("Running"),
+        "{table}"
+    );
 }
 
 #[test]
 fn dotnet_api_becomes_ready_only_after_its_readiness_delay() {
     let s = Server::start_up(None);
-    s.kubectl(&["apply", "-f", &seed("dotnet-framework-api.yaml")]).ok();
-    let pod = s.eventually("a Ready dotnet-framework-api pod", Duration::from_secs(240), || {
-        items(&s, &["pods", "-l", "app=dotnet-framework-api"]).into_iter().find(running_and_ready)
-    });
-    let started = pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"].as_str().unwrap_or_default().to_string();
-    let ready_at = pod["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").and_then(|c| c["lastTransitionTime"].as_str()).unwrap_or_default().to_string();
+    s.kubectl(&["apply", "-f", &seed("dotnet-framework-api.yaml")])
+        .ok();
+    let pod = s.eventually(
+        "a Ready dotnet-framework-api pod",
+        Duration::from_secs(240),
+        || {
+            items(&s, &["pods", "-l", "app=dotnet-framework-api"])
+                .into_iter()
+                .find(running_and_ready)
+        },
+    );
+    let started = pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let ready_at = pod["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .and_then(|c| c["lastTransitionTime"].as_str())
+        .unwrap_or_default()
+        .to_string();
     let secs = |t: &str| tandem_core::table::parse_rfc3339(t).unwrap_or(0);
-    let delay = pod["spec"]["containers"][0]["readinessProbe"]["initialDelaySeconds"].as_i64().unwrap_or(0);
+    let delay = pod["spec"]["containers"][0]["readinessProbe"]["initialDelaySeconds"]
+        .as_i64()
+        .unwrap_or(0);
     assert!(delay >= 30, "the manifest's readiness delay: {delay}");
-    assert!(secs(&ready_at) - secs(&started) >= delay, "Ready at {ready_at}, started at {started}, delay {delay}");
+    assert!(
+        secs(&ready_at) - secs(&started) >= delay,
+        "Ready at {ready_at}, started at {started}, delay {delay}"
+    );
 }
 
 #[test]
@@ -114,10 +183,16 @@ fn pod_that_fits_nowhere_stays_pending_with_the_explanation_in_describe() {
     s.kubectl_stdin(&["apply", "-f", "-"], manifest).ok();
     let described = s.eventually("a FailedScheduling event", Duration::from_secs(60), || {
         let out = s.kubectl(&["describe", "pod", "nowhere"]);
-        out.stdout.contains("FailedScheduling").then(|| out.stdout.clone())
+        out.stdout
+            .contains("FailedScheduling")
+            .then(|| out.stdout.clone())
     });
     assert!(described.contains("0/3 nodes are available"), "{described}");
-    assert!(described.contains("didn't match Pod's node affinity/selector") || described.contains("run windows"), "{described}");
+    assert!(
+        described.contains("didn't match Pod's node affinity/selector")
+            || described.contains("run windows"),
+        "{described}"
+    );
     let pod = s.get_json(&["pod", "nowhere"]).unwrap();
     assert_eq!(pod["status"]["phase"], "Pending");
     assert_eq!(condition(&pod, "PodScheduled").as_deref(), Some("False"));
@@ -129,21 +204,42 @@ fn deployment_rolls_out_and_an_image_update_replaces_its_pods() {
     let manifest = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 3\n  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: c, image: tandem.local/busybox:1}]}\n";
     s.kubectl_stdin(&["apply", "-f", "-"], manifest).ok();
     let status = s.kubectl(&["rollout", "status", "deployment/web", "--timeout=120s"]);
-    assert!(status.stdout.contains("successfully rolled out"), "{}", status.combined());
-    s.kubectl(&["set", "image", "deployment/web", "c=tandem.local/busybox:2"]).ok();
+    assert!(
+        status.stdout.contains("successfully rolled out"),
+        "{}",
+        status.combined()
+    );
+    s.kubectl(&["set", "image", "deployment/web", "c=tandem.local/busybox:2"])
+        .ok();
     let status = s.kubectl(&["rollout", "status", "deployment/web", "--timeout=120s"]);
-    assert!(status.stdout.contains("successfully rolled out"), "{}", status.combined());
+    assert!(
+        status.stdout.contains("successfully rolled out"),
+        "{}",
+        status.combined()
+    );
     let pods = s.eventually("three updated pods", Duration::from_secs(60), || {
         let p = items(&s, &["pods", "-l", "app=web"]);
-        (p.len() == 3 && p.iter().all(|x| x["spec"]["containers"][0]["image"] == "tandem.local/busybox:2")).then_some(p)
+        (p.len() == 3
+            && p.iter()
+                .all(|x| x["spec"]["containers"][0]["image"] == "tandem.local/busybox:2"))
+        .then_some(p)
     });
-    assert!(pods.iter().all(|p| p["spec"]["nodeName"] == "linux-1"), "Linux pods stay on the Linux node");
-    let history = s.kubectl(&["rollout", "history", "deployment/web"]).ok().to_string();
+    assert!(
+        pods.iter().all(|p| p["spec"]["nodeName"] == "linux-1"),
+        "Linux pods stay on the Linux node"
+    );
+    let history = s
+        .kubectl(&["rollout", "history", "deployment/web"])
+        .ok()
+        .to_string();
     assert!(history.contains('1') && history.contains('2'), "{history}");
     // Deleting the Deployment removes its ReplicaSets and pods.
-    s.kubectl(&["delete", "deployment", "web", "--timeout=60s"]).ok();
+    s.kubectl(&["delete", "deployment", "web", "--timeout=60s"])
+        .ok();
     s.eventually("ReplicaSets and pods gone", Duration::from_secs(60), || {
-        (items(&s, &["replicasets", "-l", "app=web"]).is_empty() && items(&s, &["pods", "-l", "app=web"]).is_empty()).then_some(())
+        (items(&s, &["replicasets", "-l", "app=web"]).is_empty()
+            && items(&s, &["pods", "-l", "app=web"]).is_empty())
+        .then_some(())
     });
 }
 
@@ -158,7 +254,11 @@ fn linux_only_daemonset_skips_windows_nodes() {
     });
     assert_eq!(pods[0]["spec"]["nodeName"], "linux-1");
     let ds = s.get_json(&["daemonset", "agent"]).unwrap();
-    assert_eq!(ds["status"]["desiredNumberScheduled"], 1, "{}", ds["status"]);
+    assert_eq!(
+        ds["status"]["desiredNumberScheduled"], 1,
+        "{}",
+        ds["status"]
+    );
 }
 
 #[test]
@@ -166,7 +266,12 @@ fn job_runs_to_completion() {
     let s = Server::start_up(None);
     let manifest = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: once}\nspec:\n  completions: 2\n  template:\n    metadata:\n      annotations: {emulated.tandem.dev/run-for: 2s, emulated.tandem.dev/exit-code: \"0\"}\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: tandem.local/busybox:1}]\n";
     s.kubectl_stdin(&["apply", "-f", "-"], manifest).ok();
-    let out = s.kubectl(&["wait", "--for=condition=complete", "job/once", "--timeout=120s"]);
+    let out = s.kubectl(&[
+        "wait",
+        "--for=condition=complete",
+        "job/once",
+        "--timeout=120s",
+    ]);
     assert!(out.success(), "{}", out.combined());
     let job = s.get_json(&["job", "once"]).unwrap();
     assert_eq!(job["status"]["succeeded"], 2, "{}", job["status"]);
