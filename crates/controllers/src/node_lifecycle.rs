@@ -237,7 +237,13 @@ async fn swap_taints(
     node: &Node,
     now: Timestamp,
 ) -> Result<(), kube::Error> {
-    let want = desired_taint_key(ready_status(node));
+    // Taints follow an observed Ready condition only: a node that has not posted one yet gets
+    // none until this controller itself marks it Unknown after the grace period, as upstream's
+    // doNoScheduleTaintingPass maps only the conditions a node has.
+    let Some(ready) = condition(node, "Ready").map(|c| c.status.as_str()) else {
+        return Ok(());
+    };
+    let want = desired_taint_key(ready);
     let taints = node
         .spec
         .as_ref()
