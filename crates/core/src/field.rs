@@ -147,6 +147,28 @@ pub fn render_value(value: &serde_json::Value) -> String {
     }
 }
 
+/// Go's `%q` for the strings that reach error messages (upstream quotes values this way in
+/// selector and admission errors).
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// A field path builder: `Path::new("spec").child("containers").index(0).child("image")`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Path(String);

@@ -22,7 +22,8 @@
 
 use serde_json::Value;
 
-use super::{AdmissionError, go_quote};
+use super::AdmissionError;
+use crate::field::go_quote;
 
 /// The name of the upstream webhook, used when wording denials as upstream's API server does.
 pub const WEBHOOK_NAME: &str = "admission-webhook.windows-gmsa.sigs.k8s.io";

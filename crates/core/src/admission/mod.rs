@@ -30,6 +30,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::field::go_quote;
 use crate::field::{FieldError, Path};
 use crate::registry::ResourceType;
 
@@ -274,27 +275,6 @@ pub fn admit(
         .filter(|s| !s.is_empty())
         .and_then(|n| lookups.runtime_class(n));
     Ok(warnings::windows_warnings(spec, rc.as_ref(), &path))
-}
-
-/// Go's `%q` for the simple strings admission messages quote.
-pub(crate) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]

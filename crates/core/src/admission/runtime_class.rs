@@ -13,7 +13,8 @@
 
 use serde_json::{Map, Value};
 
-use super::{AdmissionError, go_quote, tolerations};
+use super::{AdmissionError, tolerations};
+use crate::field::go_quote;
 use crate::validation::quantity;
 
 /// Admits a pod against its RuntimeClass. `runtime_class` is the object the caller found for

@@ -19,7 +19,7 @@ use std::fmt;
 use serde_json::Value;
 
 use super::SelectorError;
-use super::label::go_quote;
+use crate::field::go_quote;
 use crate::registry::ResourceType;
 
 /// A field requirement's operator. `==` parses as [`FieldOp::Equals`], as upstream's `hasTerm`.

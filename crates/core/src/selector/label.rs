@@ -8,6 +8,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use super::SelectorError;
+use crate::field::go_quote;
 use crate::validation::names::{
     label_value as label_value_errors, qualified_name as qualified_name_errors,
 };
@@ -63,27 +64,6 @@ pub struct LabelSelector {
 
 // The name and value rules themselves live in `crate::validation::names`, shared with object
 // validation.
-
-/// Go's `%q` for the strings that reach error messages.
-pub(super) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
 
 /// `field.Invalid(path, value, detail).Error()` for a string value.
 fn invalid(path: &str, value: &str, detail: &str) -> String {
