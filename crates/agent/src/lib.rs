@@ -10,11 +10,13 @@ pub mod agent;
 pub mod bench;
 pub mod clock;
 pub mod config;
+pub mod env;
 pub mod events;
 pub mod ipam;
 pub mod node_status;
 pub mod pod_worker;
 pub mod runtime;
+pub mod volumes;
 pub mod windows;
 
 pub use agent::{AgentError, run, run_with_runtime};

@@ -12,6 +12,7 @@
 //!   status and events verbatim).
 
 pub mod behaviour;
+pub mod cri;
 pub mod emulated;
 
 use std::collections::BTreeMap;
