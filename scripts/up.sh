@@ -4,5 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+scripts/build-images.sh
 cargo build --locked --release -p tandem
 exec target/release/tandem up "$@"

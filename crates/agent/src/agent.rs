@@ -4,6 +4,7 @@
 //! after a restart.
 
 use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -26,6 +27,7 @@ use crate::pod_worker::{EventType, PodUpdate, PodWorker, Reporter, WorkerContext
 use crate::runtime::behaviour::StageFile;
 use crate::runtime::emulated::{EmulatedConfig, EmulatedRuntime, PAUSE_IMAGE};
 use crate::runtime::{Runtime, RuntimeError};
+use crate::server;
 
 /// Why the agent stopped.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +38,8 @@ pub enum AgentError {
     Runtime(#[from] RuntimeError),
     #[error("node registration failed")]
     Register(#[source] kube::Error),
+    #[error("the streaming server could not listen on the node address")]
+    Streaming(#[source] std::io::Error),
     #[error("pod watch ended")]
     WatchEnded,
 }
@@ -76,7 +80,18 @@ pub async fn run_with_runtime(
     clock: Clock,
 ) -> Result<(), AgentError> {
     config.validate()?;
+    let listener = match config.streaming_port {
+        Some(port) => {
+            let l = server::bind(SocketAddr::new(config.internal_ip, port))
+                .await
+                .map_err(AgentError::Streaming)?;
+            config.kubelet_port = l.local_addr().map_err(AgentError::Streaming)?.port();
+            Some(l)
+        }
+        None => None,
+    };
     let node = register(&client, &config, runtime.as_ref(), clock).await?;
+    let streaming = listener.map(|l| tokio::spawn(server::serve(l, runtime.clone())));
     if config.pod_cidr.is_none() {
         config.pod_cidr = node.spec.as_ref().and_then(|s| s.pod_cidr.clone());
     }
@@ -97,6 +112,9 @@ pub async fn run_with_runtime(
     let result = pod_loop(client, config, runtime, clock).await;
     lease.abort();
     status.abort();
+    if let Some(s) = streaming {
+        s.abort();
+    }
     result
 }
 
@@ -402,6 +420,21 @@ impl Manager {
 
     async fn removed(&mut self, uid: &str) {
         self.inert.remove(uid);
+        // Sandboxes a finished pod kept for its logs go with the pod.
+        let runtime = self.ctx.runtime.clone();
+        let stale: Vec<String> = runtime
+            .list_sandboxes()
+            .into_iter()
+            .filter(|s| s.pod_uid == uid && !s.ready)
+            .map(|s| s.id)
+            .collect();
+        if !stale.is_empty() {
+            tokio::spawn(async move {
+                for id in stale {
+                    let _ = runtime.remove_sandbox(&id).await;
+                }
+            });
+        }
         if let Some(h) = self.workers.get(uid) {
             let _ = h.tx.send(PodUpdate::Removed).await;
         }

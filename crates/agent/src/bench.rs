@@ -91,6 +91,7 @@ pub async fn run_nodes_bench(
         c.capacity.pods = i64::try_from(pods / nodes.max(1) + 10).unwrap_or(i64::MAX);
         c.pod_cidr = Some(format!("10.{}.{}.0/24", 64 + (i / 256) % 64, i % 256));
         c.timing = Timing::default();
+        c.streaming_port = None;
         let client = client.clone();
         agents.push(tokio::spawn(async move { crate::run(client, c).await }));
     }

@@ -317,6 +317,12 @@ pub struct NodeConfig {
     /// Optional stage file (YAML or JSON) with default emulated behaviour per image or label.
     pub stage_file: Option<PathBuf>,
     pub timing: Timing,
+    /// Port of the streaming server (logs, exec, attach, port-forward) on `internal_ip`; `Some(0)`
+    /// picks a free port, `None` runs none (benchmarks). The port in use is reported as the
+    /// Node's `daemonEndpoints.kubeletEndpoint`.
+    pub streaming_port: Option<u16>,
+    /// The port reported in `daemonEndpoints.kubeletEndpoint` (set from the bound server).
+    pub kubelet_port: u16,
 }
 
 /// Default emulated capacity: 4 CPUs, 16 GiB memory, 100 GiB disk, 110 pods (upstream maxPods).
@@ -350,6 +356,8 @@ impl NodeConfig {
             state_dir: None,
             stage_file: None,
             timing: Timing::default(),
+            streaming_port: Some(0),
+            kubelet_port: 10250,
         }
     }
 
@@ -430,7 +438,8 @@ pub enum ConfigError {
 /// `windows` (= Windows Server 2022), `windows-2019`, `windows-2022`, `windows-2025`,
 /// optionally suffixed `:arm64` (`linux:arm64=2`). Names are `<kind>-<n>` counting from 1
 /// (`linux-1`, `windows-2019-1`), and each node gets its own pod CIDR `10.244.<i>.0/24` and
-/// InternalIP `172.31.0.<10+i>` (addresses of emulated machines, not of this host).
+/// InternalIP `127.0.<(10+i)/250>.<(10+i)%250+1>`: an address of its own on this host's loopback,
+/// where its streaming server listens.
 pub fn parse_nodes_spec(spec: &str) -> Result<Vec<NodeConfig>, ConfigError> {
     let mut out = Vec::new();
     for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -488,8 +497,8 @@ pub fn parse_nodes_spec(spec: &str) -> Result<Vec<NodeConfig>, ConfigError> {
         c.pod_cidr = Some(format!("10.244.{}.0/24", i % 256));
         let host = 10 + i;
         c.internal_ip = IpAddr::V4(Ipv4Addr::new(
-            172,
-            31,
+            127,
+            0,
             (host / 250) as u8,
             (host % 250) as u8 + 1,
         ));

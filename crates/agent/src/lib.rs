@@ -13,9 +13,11 @@ pub mod config;
 pub mod env;
 pub mod events;
 pub mod ipam;
+pub mod logs;
 pub mod node_status;
 pub mod pod_worker;
 pub mod runtime;
+pub mod server;
 pub mod volumes;
 pub mod windows;
 

@@ -224,7 +224,9 @@ pub fn status(
         capacity: Some(resource_list(config.capacity)),
         conditions: Some(conditions(config.os, now, previous)),
         daemon_endpoints: Some(NodeDaemonEndpoints {
-            kubelet_endpoint: Some(DaemonEndpoint { port: 10250 }),
+            kubelet_endpoint: Some(DaemonEndpoint {
+                port: i32::from(config.kubelet_port),
+            }),
         }),
         images: Some(images(imgs)),
         node_info: Some(node_info(config, runtime_version)),

@@ -706,6 +706,10 @@ impl PodWorker {
             match self.ctx.runtime.run_sandbox(&cfg).await {
                 Ok(sb) => {
                     self.sandbox_id = Some(sb.id);
+                    // A runtime with its own IPAM (CNI) decides the address.
+                    if sb.ip.is_some() {
+                        self.ip = sb.ip;
+                    }
                     let has_init = self.tracks.iter().any(|t| t.is_init);
                     self.stage = if has_init {
                         Stage::Init(0)
@@ -1024,6 +1028,10 @@ impl PodWorker {
             Ok(info) => info,
             Err(e) => {
                 let msg = e.to_string();
+                let reason = match e {
+                    RuntimeError::Config(_) => "CreateContainerConfigError",
+                    _ => "CreateContainerError",
+                };
                 self.event(
                     Some(i),
                     EventType::Warning,
@@ -1035,7 +1043,7 @@ impl PodWorker {
                 self.tracks[i].backoff =
                     Some(b.map_or(BACKOFF_INITIAL, |b| (b * 2).min(BACKOFF_MAX)));
                 self.tracks[i].state = CState::Waiting {
-                    reason: "CreateContainerError".into(),
+                    reason: reason.into(),
                     message: Some(msg),
                     retry_at: Some(retry(b)),
                 };
@@ -1346,7 +1354,14 @@ impl PodWorker {
         }
         self.stage = Stage::Finished;
         if let Some(sb) = self.sandbox_id.clone() {
-            let _ = self.ctx.runtime.remove_sandbox(&sb).await;
+            // A pod that finished by itself keeps its exited containers (and their logs) until
+            // it is deleted, as on a kubelet; a deleted pod loses everything now.
+            let deleting = removed || self.pod.metadata.deletion_timestamp.is_some();
+            let _ = if deleting {
+                self.ctx.runtime.remove_sandbox(&sb).await
+            } else {
+                self.ctx.runtime.stop_sandbox(&sb).await
+            };
         }
         if removed {
             return WorkerOutcome::Removed;

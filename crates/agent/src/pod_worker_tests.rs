@@ -77,7 +77,7 @@ fn context(os: NodeOs, build: Option<WindowsBuild>, rec: Arc<Recorder>) -> Arc<W
     Arc::new(WorkerContext {
         node_name: "n".into(),
         node_os: os,
-        host_ip: "172.31.0.11".into(),
+        host_ip: "127.0.0.11".into(),
         runtime: Arc::new(runtime),
         reporter: rec,
         clock,
@@ -557,7 +557,7 @@ async fn status_conditions_and_fields_kubectl_shows() {
         .map(|(a, b)| (a.to_string(), b.to_string()))
     );
     assert_eq!(s.pod_ip.as_deref(), Some("10.244.0.2"));
-    assert_eq!(s.host_ip.as_deref(), Some("172.31.0.11"));
+    assert_eq!(s.host_ip.as_deref(), Some("127.0.0.11"));
     assert_eq!(s.qos_class.as_deref(), Some("BestEffort"));
     assert!(s.start_time.is_some());
     let cs = s

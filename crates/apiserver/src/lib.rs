@@ -7,6 +7,7 @@ pub mod cache;
 pub mod discovery;
 pub mod error;
 pub mod meta;
+pub mod node_proxy;
 pub mod output;
 mod pipeline;
 pub mod pki;

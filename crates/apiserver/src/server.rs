@@ -23,6 +23,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::cache::Cache;
 use crate::error::{ApiError, ApiResult};
+use crate::node_proxy::{self, NodeRequest};
 use crate::output;
 use crate::pki::{Pki, PkiError, subject_identity};
 use crate::request::{Query, Verb, parse_resource_path};
@@ -375,6 +376,14 @@ async fn route(
     let Some(rr) = parse_resource_path(req.method(), &path, &query) else {
         return error_response(&ApiError::no_route(), &[]);
     };
+    // Pod log/exec/attach/portforward go to the node agent with the request as it came: its body
+    // unread and its upgrade pending, so they are routed before the body is collected.
+    if let Some(target) = NodeRequest::of(&rr) {
+        return match node_proxy::serve(&state, target, req).await {
+            Ok(resp) => resp,
+            Err(e) => error_response(&e, &[]),
+        };
+    }
     let Some(format) = output::negotiate(accept.as_deref()) else {
         return error_response(
             &ApiError::not_acceptable(format!(
@@ -569,21 +578,6 @@ async fn dispatch(
                 decode_body(&body, ctx.content_type.as_deref())?
             };
             state.delete_collection(ctx, &rt, ns, &opts).await?
-        }
-        (_, Some(n), Some("log" | "exec" | "attach" | "portforward")) => {
-            let pod = state.get(&rt, ns, n).await?;
-            let node = pod
-                .pointer("/spec/nodeName")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            return Err(ApiError::bad_request(if node.is_empty() {
-                format!("pod {n} has not been scheduled to a node yet")
-            } else {
-                format!(
-                    "streaming ({}) is not available yet: the node agent of {node} does not serve it",
-                    sub.unwrap_or_default()
-                )
-            }));
         }
         _ => {
             return Err(ApiError::method_not_allowed(format!(

@@ -93,7 +93,8 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                 tandem_scheduler::SchedulerOptions::default(),
             ));
             let spec = format!("linux={}", b.nodes);
-            for node in tandem_agent::parse_nodes_spec(&spec).context("invalid node count")? {
+            for mut node in tandem_agent::parse_nodes_spec(&spec).context("invalid node count")? {
+                node.streaming_port = None;
                 let client = client.clone();
                 tokio::spawn(async move { tandem_agent::run(client, node).await });
             }

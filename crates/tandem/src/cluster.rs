@@ -11,7 +11,7 @@ use tandem_apiserver::{ApiServer, Config, Options};
 use tandem_store::Store;
 use tandem_store::sqlite::{SqliteOptions, SqliteStore};
 
-use crate::ServerArgs;
+use crate::{LinuxRuntime, ServerArgs, UpArgs};
 
 /// Opens the store in the data dir and starts the API server on it.
 pub async fn start(args: &ServerArgs) -> anyhow::Result<(ApiServer, Arc<SqliteStore>)> {
@@ -48,14 +48,20 @@ pub async fn client_from(path: &std::path::Path) -> anyhow::Result<kube::Client>
     kube::Client::try_from(config).context("cannot build the API client")
 }
 
-/// Runs the control plane — and, for `tandem up` (`nodes` is `Some`), the node agents — until
+/// Runs the control plane — and, for `tandem up` (`up` is `Some`), the node agents — until
 /// Ctrl-C or SIGTERM.
-pub async fn run(args: ServerArgs, nodes: Option<Option<String>>) -> anyhow::Result<()> {
-    let node_configs = match &nodes {
+pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
+    // Listen for Ctrl-C/SIGTERM from the start: a signal during start-up must still stop the
+    // containerd child (which runs in its own process group) and its pods.
+    let shutdown = tokio::spawn(wait_for_shutdown());
+    let mut node_configs = match up.as_ref().map(|u| u.nodes.as_deref()) {
         None => Vec::new(),
         Some(None) => tandem_agent::default_nodes(),
         Some(Some(spec)) => tandem_agent::parse_nodes_spec(spec).context("invalid --nodes")?,
     };
+    if let Some(up) = &up {
+        assign_pod_cidrs(&mut node_configs, &up.cluster_cidr)?;
+    }
     let (server, _store) = start(&args).await?;
     let kubeconfig = args.kubeconfig_path();
     let client = client_from(&kubeconfig).await?;
@@ -78,16 +84,62 @@ pub async fn run(args: ServerArgs, nodes: Option<Option<String>>) -> anyhow::Res
     println!(
         "                 ReplicaSet, ReplicationController, Deployment, DaemonSet, Job, EndpointSlice)"
     );
-    if !node_configs.is_empty() {
+    let mut containerds = Vec::new();
+    if let Some(up) = &up {
         println!("  nodes:");
+        let images_dir = up
+            .images_dir
+            .clone()
+            .or_else(crate::cri_node::default_images_dir)
+            .unwrap_or_else(|| PathBuf::from("target/images"));
+        let mut cri_wanted = up.linux_runtime != LinuxRuntime::Emulated;
         for mut node in node_configs {
-            node.state_dir = Some(args.data_dir.join("nodes").join(&node.name));
+            let node_dir = args.data_dir.join("nodes").join(&node.name);
+            node.state_dir = Some(node_dir.clone());
             let build = node
                 .windows_build
                 .map(|b| format!(" build {b}"))
                 .unwrap_or_default();
+            let mut runtime = None;
+            let mut what = "emulated runtime (no processes run)".to_string();
+            if node.os == tandem_agent::NodeOs::Linux && cri_wanted {
+                // One node per machine runs real containers: they share the host's network.
+                cri_wanted = false;
+                match crate::cri_node::unavailable_reason(&images_dir) {
+                    Some(why) if up.linux_runtime == LinuxRuntime::Cri => {
+                        anyhow::bail!("--linux-runtime cri: {why}")
+                    }
+                    Some(why) => {
+                        what = format!(
+                            "emulated runtime (no processes run) — real containers unavailable: {why}"
+                        );
+                    }
+                    None => {
+                        let cri = crate::cri_node::start(
+                            &mut node,
+                            &node_dir,
+                            &images_dir,
+                            client.clone(),
+                        )
+                        .await;
+                        match cri {
+                            Ok(cri) => {
+                                what = cri.description.clone();
+                                runtime = Some(cri.runtime.clone());
+                                containerds.push(cri);
+                            }
+                            Err(e) if up.linux_runtime == LinuxRuntime::Cri => return Err(e),
+                            Err(e) => {
+                                what = format!(
+                                    "emulated runtime (no processes run) — containerd failed: {e:#}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
             println!(
-                "    {:<18} {}{} — emulated runtime (no processes run; containerd-backed Linux pods are not built yet)",
+                "    {:<18} {}{} — {what}",
                 node.name,
                 node.os.as_str(),
                 build
@@ -95,7 +147,19 @@ pub async fn run(args: ServerArgs, nodes: Option<Option<String>>) -> anyhow::Res
             let client = client.clone();
             tokio::spawn(async move {
                 let name = node.name.clone();
-                if let Err(e) = tandem_agent::run(client, node).await {
+                let result = match runtime {
+                    Some(rt) => {
+                        tandem_agent::run_with_runtime(
+                            client,
+                            node,
+                            rt,
+                            tandem_agent::clock::Clock::new(),
+                        )
+                        .await
+                    }
+                    None => tandem_agent::run(client, node).await,
+                };
+                if let Err(e) = result {
                     tracing::error!(node = %name, error = %e, "node agent stopped");
                 }
             });
@@ -106,9 +170,34 @@ pub async fn run(args: ServerArgs, nodes: Option<Option<String>>) -> anyhow::Res
         "Use it with:  kubectl --kubeconfig {} get nodes -o wide",
         kubeconfig.display()
     );
-    wait_for_shutdown().await;
+    let _ = shutdown.await;
     println!("tandem: shutting down");
+    for cri in &containerds {
+        if let Err(e) = cri.containerd.shutdown(true).await {
+            eprintln!("tandem: containerd shutdown: {e}");
+        }
+    }
     drop(server);
+    Ok(())
+}
+
+/// Gives node n the n-th /24 of `cluster_cidr` (an IPv4 /16) as its pod CIDR.
+fn assign_pod_cidrs(nodes: &mut [NodeConfig], cluster_cidr: &str) -> anyhow::Result<()> {
+    let bad = || {
+        anyhow::anyhow!("--cluster-cidr {cluster_cidr:?} must be an IPv4 /16 such as 10.244.0.0/16")
+    };
+    let (net, bits) = cluster_cidr.split_once('/').ok_or_else(bad)?;
+    if bits != "16" {
+        return Err(bad());
+    }
+    let ip: std::net::Ipv4Addr = net.parse().map_err(|_| bad())?;
+    let [a, b, _, _] = ip.octets();
+    if nodes.len() > 256 {
+        anyhow::bail!("--cluster-cidr {cluster_cidr} has room for 256 nodes");
+    }
+    for (i, n) in nodes.iter_mut().enumerate() {
+        n.pod_cidr = Some(format!("{a}.{b}.{i}.0/24"));
+    }
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 
 mod bench;
 mod cluster;
+mod cri_node;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -73,6 +74,26 @@ pub struct UpArgs {
     /// Server 2022 node.
     #[arg(long)]
     pub nodes: Option<String>,
+    /// Runtime of the Linux nodes: `auto` runs the first Linux node on a private containerd when
+    /// this machine can (root, containerd, runc and CNI plugins installed, local images built)
+    /// and falls back to the emulated runtime otherwise; `cri` insists; `emulated` never tries.
+    #[arg(long, value_enum, default_value_t = LinuxRuntime::Auto)]
+    pub linux_runtime: LinuxRuntime,
+    /// Where `scripts/build-images.sh` put the local OCI images (default: `images/` beside the
+    /// directory of the tandem binary, i.e. `target/images`).
+    #[arg(long)]
+    pub images_dir: Option<PathBuf>,
+    /// The pod network: node n gets the n-th /24 of this /16 as its podCIDR.
+    #[arg(long, default_value = "10.244.0.0/16")]
+    pub cluster_cidr: String,
+}
+
+/// `tandem up --linux-runtime`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinuxRuntime {
+    Auto,
+    Cri,
+    Emulated,
 }
 
 impl ServerArgs {
@@ -102,7 +123,10 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async move {
         match cli.command {
             Command::Server(args) => cluster::run(args, None).await,
-            Command::Up(args) => cluster::run(args.server, Some(args.nodes)).await,
+            Command::Up(args) => {
+                let server = args.server.clone();
+                cluster::run(server, Some(args)).await
+            }
             Command::Agent(args) => cluster::run_agent(args).await,
             Command::Bench(cmd) => bench::run(cmd).await,
         }

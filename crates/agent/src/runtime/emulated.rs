@@ -28,7 +28,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use super::behaviour::{Behaviour, HookBehaviour, StageFile};
 use super::{
     ContainerInfo, ContainerState, HookKind, ImageInfo, ProbeKind, ProbeResult, PullOutcome,
-    Runtime, RuntimeError, RuntimeStats, SandboxConfig, SandboxInfo,
+    Runtime, RuntimeError, RuntimeStats, SandboxConfig, SandboxInfo, StreamRequest,
 };
 use crate::clock::Clock;
 use crate::config::NodeOs;
@@ -661,20 +661,28 @@ impl Runtime for EmulatedRuntime {
         }
     }
 
-    async fn exec(
-        &self,
-        _container_id: &str,
-        _command: &[String],
-    ) -> Result<Vec<u8>, RuntimeError> {
-        Err(RuntimeError::Unsupported(
-            "exec (emulated containers run no processes)",
-        ))
+    fn log_path(&self, _container_id: &str) -> Result<PathBuf, RuntimeError> {
+        Err(RuntimeError::Emulated("reading container logs"))
     }
 
-    async fn logs(&self, _container_id: &str) -> Result<Vec<u8>, RuntimeError> {
-        Err(RuntimeError::Unsupported(
-            "logs (emulated containers run no processes)",
-        ))
+    async fn exec_url(
+        &self,
+        _container_id: &str,
+        _req: &StreamRequest,
+    ) -> Result<String, RuntimeError> {
+        Err(RuntimeError::Emulated("exec"))
+    }
+
+    async fn attach_url(
+        &self,
+        _container_id: &str,
+        _req: &StreamRequest,
+    ) -> Result<String, RuntimeError> {
+        Err(RuntimeError::Emulated("attach"))
+    }
+
+    async fn port_forward_url(&self, _sandbox_id: &str) -> Result<String, RuntimeError> {
+        Err(RuntimeError::Emulated("port forwarding"))
     }
 
     fn stats(&self) -> RuntimeStats {

@@ -16,6 +16,7 @@ pub mod cri;
 pub mod emulated;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
@@ -100,6 +101,18 @@ pub struct ContainerInfo {
     pub next_change: Option<tokio::time::Instant>,
 }
 
+/// What an exec or attach session streams (CRI `ExecRequest`/`AttachRequest` without the
+/// container id).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamRequest {
+    /// The command for exec; empty for attach.
+    pub command: Vec<String>,
+    pub tty: bool,
+    pub stdin: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
 /// Which probe is run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ProbeKind {
@@ -153,12 +166,19 @@ pub enum RuntimeError {
     Refused { message: String },
     #[error("{0} is not supported by this runtime")]
     Unsupported(&'static str),
+    /// The container's configuration could not be resolved (a missing ConfigMap or Secret, a
+    /// bad volume mount): the kubelet's `CreateContainerConfigError`.
+    #[error("{0}")]
+    Config(String),
+    /// The node's runtime is emulated: there is no process to stream from or to.
+    #[error("{0} is not possible on this node: its runtime is emulated and runs no processes")]
+    Emulated(&'static str),
     #[error("runtime state could not be saved")]
     State(#[source] std::sync::Arc<std::io::Error>),
 }
 
 /// The runtime a node agent drives. Narrow on purpose: sandbox, image, container, hooks and
-/// probes, exec/logs placeholders, stats.
+/// probes, log files and streaming URLs, stats.
 #[async_trait]
 pub trait Runtime: Send + Sync {
     /// `containerRuntimeVersion` as the Node reports it (`emulated://tandem-0.1.0`).
@@ -168,6 +188,11 @@ pub trait Runtime: Send + Sync {
     async fn run_sandbox(&self, config: &SandboxConfig) -> Result<SandboxInfo, RuntimeError>;
     /// Stops and removes a sandbox and every container in it.
     async fn remove_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError>;
+    /// Stops a finished pod's sandbox but keeps its containers and logs for `kubectl logs`
+    /// (removal follows when the pod is deleted). Backends without that distinction remove it.
+    async fn stop_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        self.remove_sandbox(sandbox_id).await
+    }
     /// Sandboxes that exist (for re-adoption after an agent restart).
     fn list_sandboxes(&self) -> Vec<SandboxInfo>;
 
@@ -207,10 +232,24 @@ pub trait Runtime: Send + Sync {
     /// Runs a lifecycle hook; an error is the hook's failure message.
     async fn run_hook(&self, container_id: &str, hook: HookKind) -> Result<(), RuntimeError>;
 
-    /// Exec into a container (placeholder: the streaming issue fills it in).
-    async fn exec(&self, container_id: &str, command: &[String]) -> Result<Vec<u8>, RuntimeError>;
-    /// A container's logs (placeholder: the streaming issue fills it in).
-    async fn logs(&self, container_id: &str) -> Result<Vec<u8>, RuntimeError>;
+    /// Where the container's log is, in the CRI log format (`<RFC 3339 time> <stream> <P|F>
+    /// <text>` per line); `kubectl logs` reads it through the agent's streaming server.
+    fn log_path(&self, container_id: &str) -> Result<PathBuf, RuntimeError>;
+    /// A single-use URL of the runtime's streaming server for an exec session (CRI `Exec`); the
+    /// agent splices the client's upgraded connection to it.
+    async fn exec_url(
+        &self,
+        container_id: &str,
+        req: &StreamRequest,
+    ) -> Result<String, RuntimeError>;
+    /// The same for attaching to the container's main process (CRI `Attach`).
+    async fn attach_url(
+        &self,
+        container_id: &str,
+        req: &StreamRequest,
+    ) -> Result<String, RuntimeError>;
+    /// The same for port forwarding into the sandbox's network namespace (CRI `PortForward`).
+    async fn port_forward_url(&self, sandbox_id: &str) -> Result<String, RuntimeError>;
     /// Usage figures.
     fn stats(&self) -> RuntimeStats;
 }

@@ -89,6 +89,8 @@ pub struct Server {
     starts: u32,
     /// The subcommand and its extra flags: `server`, or `up` with `--nodes …`.
     command: Vec<String>,
+    /// Stop with SIGTERM rather than SIGKILL when dropped (a cluster with real containers).
+    graceful: bool,
 }
 
 impl Server {
@@ -103,6 +105,7 @@ impl Server {
             child: None,
             starts: 0,
             command: vec!["server".to_string()],
+            graceful: false,
         };
         server.spawn();
         server
@@ -115,7 +118,11 @@ impl Server {
             .prefix("tandem-e2e-up-")
             .tempdir()
             .expect("create temp dir");
-        let mut command = vec!["up".to_string()];
+        let mut command = vec![
+            "up".to_string(),
+            "--linux-runtime".to_string(),
+            "emulated".to_string(),
+        ];
         if let Some(n) = nodes {
             command.push("--nodes".to_string());
             command.push(n.to_string());
@@ -125,9 +132,59 @@ impl Server {
             child: None,
             starts: 0,
             command,
+            graceful: false,
         };
         server.spawn();
         server
+    }
+
+    /// `tandem up` whose first Linux node runs real containers on its private containerd
+    /// (`--linux-runtime cri`), with pod network `cluster_cidr` so that clusters of parallel
+    /// tests do not share addresses. Dropping it stops tandem with SIGTERM, which removes the
+    /// pods and stops containerd.
+    pub fn start_up_cri(nodes: &str, cluster_cidr: &str) -> Server {
+        let dir = tempfile::Builder::new()
+            .prefix("tandem-e2e-cri-")
+            .tempdir()
+            .expect("create temp dir");
+        let command = [
+            "up",
+            "--linux-runtime",
+            "cri",
+            "--nodes",
+            nodes,
+            "--cluster-cidr",
+            cluster_cidr,
+        ]
+        .map(String::from)
+        .to_vec();
+        let mut server = Server {
+            dir,
+            child: None,
+            starts: 0,
+            command,
+            graceful: true,
+        };
+        server.spawn();
+        server
+    }
+
+    /// Stops the server with SIGTERM and waits (up to 60 s) for it to exit.
+    pub fn terminate(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                thread::sleep(Duration::from_millis(100));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     /// The temporary directory holding the data dir, kubeconfig, logs and scratch files.
@@ -393,7 +450,11 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.kill9();
+        if self.graceful {
+            self.terminate();
+        } else {
+            self.kill9();
+        }
     }
 }
 

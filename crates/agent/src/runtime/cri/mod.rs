@@ -1,6 +1,9 @@
 //! The `cri` backend: a CRI v1 client to a containerd child process that tandem starts and
 //! supervises itself, running real Linux pods with CNI bridge networking.
 
+pub mod backend;
 pub mod client;
 pub mod containerd;
 pub mod proto;
+
+pub use backend::{CriConfig, CriRuntime};

@@ -1,0 +1,1267 @@
+//! [`CriRuntime`]: the agent's [`Runtime`] on a CRI v1 runtime (tandem's own containerd child).
+//!
+//! What the kubelet's `kuberuntime` manager does, narrowed to the pod workers' needs:
+//! - pod sandboxes with the pod's namespaces, hostname, DNS, port mappings and a cgroup parent
+//!   of their own (`<cgroup prefix>/pod<uid>`), their IP coming from the CNI bridge;
+//! - containers with the environment, command expansion and volume mounts the kubelet computes
+//!   ([`crate::env`], [`crate::volumes`]), the kubelet-managed `/etc/hosts`, resource limits as
+//!   cgroup settings, and logs at `<log dir>/<container>/<attempt>.log`;
+//! - probes and lifecycle hooks run by the agent (HTTP and TCP from the host into the pod's
+//!   network, exec through `ExecSync`), as the kubelet's prober does;
+//! - a status cache refreshed every second by a relist of the runtime (the kubelet's PLEG), so
+//!   the trait's synchronous queries never block on gRPC.
+//!
+//! Container ids are `containerd://<id>`, as `containerID` shows them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Container, HTTPGetAction, LifecycleHandler, Pod, Probe};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::client::{CriClient, CriError};
+use super::proto;
+use crate::config::Resources;
+use crate::env::{self, EnvContext};
+use crate::runtime::{
+    ContainerInfo, ContainerState, HookKind, ImageInfo, ProbeKind, ProbeResult, PullOutcome,
+    Runtime, RuntimeError, RuntimeStats, SandboxConfig, SandboxInfo, StreamRequest,
+};
+use crate::volumes::{self, PodVolumes};
+use tandem_core::validation::quantity::Quantity;
+
+/// The prefix of container ids in pod status.
+pub const ID_PREFIX: &str = "containerd://";
+/// The annotation that keeps a container's spec with the runtime, so probes and hooks still
+/// work for containers re-adopted after an agent restart.
+const SPEC_ANNOTATION: &str = "tandem.dev/container-spec";
+/// The label every sandbox and container of this backend carries.
+const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
+/// How often the status cache is refreshed from the runtime (the kubelet's relist period).
+const RELIST: Duration = Duration::from_secs(1);
+
+/// What the backend needs to know about its node.
+#[derive(Clone, Debug)]
+pub struct CriConfig {
+    pub node_name: String,
+    pub node_ip: IpAddr,
+    /// Limits of containers without their own, for `resourceFieldRef` (the node allocatable).
+    pub allocatable: Resources,
+    /// Per-pod directories (volumes, hosts file): `<pods_dir>/<uid>`.
+    pub pods_dir: PathBuf,
+    /// Sandbox log directories: `<logs_dir>/<namespace>_<name>_<uid>`.
+    pub logs_dir: PathBuf,
+    /// The cgroup parent of every pod (`/tandem-<hash>`), per instance.
+    pub cgroup_parent: String,
+}
+
+#[derive(Clone, Debug)]
+struct CachedSandbox {
+    info: SandboxInfo,
+    attempt: u32,
+}
+
+#[derive(Clone, Debug)]
+struct CachedContainer {
+    info: ContainerInfo,
+    /// The container spec, from memory or the spec annotation.
+    spec: Option<Container>,
+    log_path: PathBuf,
+    /// The pod's UID and name, for hook and probe messages.
+    pod_name: String,
+}
+
+#[derive(Default)]
+struct State {
+    sandboxes: HashMap<String, CachedSandbox>,
+    containers: HashMap<String, CachedContainer>,
+    images: Vec<ImageInfo>,
+    volumes: HashMap<String, PodVolumes>,
+    /// The next sandbox attempt per pod UID (a failed RunPodSandbox reserves its name).
+    attempts: HashMap<String, u32>,
+}
+
+/// The `cri` backend.
+pub struct CriRuntime {
+    client: CriClient,
+    kube: kube::Client,
+    config: CriConfig,
+    version: String,
+    state: Mutex<State>,
+}
+
+fn cri_err(e: CriError) -> RuntimeError {
+    match e {
+        e if e.is_not_found() => RuntimeError::NotFound(e.to_string()),
+        e => RuntimeError::Refused {
+            message: e.to_string(),
+        },
+    }
+}
+
+/// The runtime's own words for a failure (without grpc-go's `rpc error: …` framing).
+fn desc(e: &CriError) -> String {
+    match e {
+        CriError::Status { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn raw_id(id: &str) -> &str {
+    id.strip_prefix(ID_PREFIX).unwrap_or(id)
+}
+
+fn wall(nanos: i64) -> Option<SystemTime> {
+    (nanos > 0).then(|| UNIX_EPOCH + Duration::from_nanos(nanos.unsigned_abs()))
+}
+
+/// `busybox` → `docker.io/library/busybox:latest`, as containerd names images.
+pub fn normalize_image(image: &str) -> String {
+    let (name, digest) = match image.split_once('@') {
+        Some((n, d)) => (n, Some(d)),
+        None => (image, None),
+    };
+    let first = name.split('/').next().unwrap_or("");
+    let has_domain =
+        name.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
+    let mut full = if has_domain {
+        name.to_string()
+    } else if name.contains('/') {
+        format!("docker.io/{name}")
+    } else {
+        format!("docker.io/library/{name}")
+    };
+    let last = full.rsplit('/').next().unwrap_or("");
+    if digest.is_none() && !last.contains(':') {
+        full.push_str(":latest");
+    }
+    match digest {
+        Some(d) => format!("{full}@{d}"),
+        None => full,
+    }
+}
+
+fn image_info(img: &proto::Image) -> Vec<ImageInfo> {
+    let size = i64::try_from(img.size).unwrap_or(i64::MAX);
+    img.repo_tags
+        .iter()
+        .map(|t| ImageInfo {
+            name: t.clone(),
+            id: img.id.clone(),
+            size_bytes: size,
+        })
+        .collect()
+}
+
+impl CriRuntime {
+    /// Connects the backend to a running CRI runtime, fills its caches and starts the relist
+    /// loop (which ends when the runtime is dropped).
+    pub async fn start(
+        client: CriClient,
+        kube: kube::Client,
+        config: CriConfig,
+    ) -> Result<Arc<CriRuntime>, RuntimeError> {
+        let v = client.version().await.map_err(cri_err)?;
+        let rt = Arc::new(CriRuntime {
+            version: format!("{}://{}", v.runtime_name, v.runtime_version),
+            client,
+            kube,
+            config,
+            state: Mutex::new(State::default()),
+        });
+        rt.relist().await;
+        rt.refresh_images().await;
+        let weak = Arc::downgrade(&rt);
+        tokio::spawn(relist_loop(weak));
+        Ok(rt)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn refresh_images(&self) {
+        if let Ok(images) = self.client.list_images(None).await {
+            let list = images.iter().flat_map(image_info).collect();
+            self.lock().images = list;
+        }
+    }
+
+    /// Brings the caches in line with the runtime: sandboxes and containers that appeared
+    /// (after an agent restart), changed state or went away.
+    async fn relist(&self) {
+        let Ok(sandboxes) = self.client.list_pod_sandbox(None).await else {
+            return;
+        };
+        let mut fresh = HashMap::new();
+        for sb in sandboxes {
+            let ready = sb.state == proto::PodSandboxState::SandboxReady as i32;
+            let known = self.lock().sandboxes.get(&sb.id).cloned();
+            let entry = match known {
+                Some(mut c) => {
+                    c.info.ready = ready;
+                    c
+                }
+                None => {
+                    let Some(meta) = sb.metadata.clone() else {
+                        continue;
+                    };
+                    let status = self.client.pod_sandbox_status(&sb.id).await.ok();
+                    let ip = status
+                        .as_ref()
+                        .and_then(|s| s.network.as_ref())
+                        .map(|n| n.ip.clone())
+                        .filter(|ip| !ip.is_empty());
+                    CachedSandbox {
+                        info: SandboxInfo {
+                            id: sb.id.clone(),
+                            pod_uid: meta.uid.clone(),
+                            namespace: meta.namespace.clone(),
+                            name: meta.name.clone(),
+                            ip: ip.or_else(|| Some(self.config.node_ip.to_string())),
+                            ready,
+                            created_at: wall(sb.created_at).unwrap_or(UNIX_EPOCH),
+                        },
+                        attempt: meta.attempt,
+                    }
+                }
+            };
+            fresh.insert(sb.id.clone(), entry);
+        }
+        let Ok(containers) = self.client.list_containers(None).await else {
+            return;
+        };
+        let mut seen = HashMap::new();
+        for c in containers {
+            let id = format!("{ID_PREFIX}{}", c.id);
+            let cached = self.lock().containers.get(&id).cloned();
+            let unchanged = cached.as_ref().is_some_and(|k| {
+                state_code(&k.info.state) == c.state
+                    && c.state != proto::ContainerState::ContainerUnknown as i32
+            });
+            let entry = match (unchanged, cached) {
+                (true, Some(k)) => k,
+                (_, prior) => match self.client.container_status(&c.id).await {
+                    Ok(st) => {
+                        let mut entry = self.cached_from_status(&c.pod_sandbox_id, st);
+                        if let Some(p) = prior {
+                            entry.spec = entry.spec.or(p.spec);
+                        }
+                        entry
+                    }
+                    Err(_) => continue,
+                },
+            };
+            seen.insert(id, entry);
+        }
+        let mut state = self.lock();
+        state.sandboxes = fresh;
+        state.containers = seen;
+    }
+
+    fn cached_from_status(&self, sandbox_id: &str, st: proto::ContainerStatus) -> CachedContainer {
+        let meta = st.metadata.clone().unwrap_or_default();
+        let state = match proto::ContainerState::try_from(st.state) {
+            Ok(proto::ContainerState::ContainerCreated) => ContainerState::Created,
+            Ok(proto::ContainerState::ContainerRunning) => ContainerState::Running,
+            _ => ContainerState::Exited {
+                exit_code: st.exit_code,
+                reason: if st.reason.is_empty() {
+                    if st.exit_code == 0 {
+                        "Completed"
+                    } else {
+                        "Error"
+                    }
+                    .to_string()
+                } else {
+                    st.reason.clone()
+                },
+                message: (!st.message.is_empty()).then(|| st.message.clone()),
+            },
+        };
+        let spec: Option<Container> = st
+            .annotations
+            .get(SPEC_ANNOTATION)
+            .and_then(|s| serde_json::from_str(s).ok());
+        let image = spec
+            .as_ref()
+            .and_then(|s| s.image.clone())
+            .or_else(|| st.image.as_ref().map(|i| i.image.clone()))
+            .unwrap_or_default();
+        let next_change = matches!(state, ContainerState::Running | ContainerState::Created)
+            .then(|| tokio::time::Instant::now() + RELIST);
+        CachedContainer {
+            info: ContainerInfo {
+                id: format!("{ID_PREFIX}{}", st.id),
+                sandbox_id: sandbox_id.to_string(),
+                pod_uid: st.labels.get(POD_UID_LABEL).cloned().unwrap_or_default(),
+                name: meta.name,
+                attempt: meta.attempt,
+                image,
+                image_id: st.image_ref.clone(),
+                state,
+                started_at: wall(st.started_at),
+                finished_at: wall(st.finished_at),
+                next_change,
+            },
+            spec,
+            log_path: PathBuf::from(st.log_path),
+            pod_name: st
+                .labels
+                .get("io.kubernetes.pod.name")
+                .cloned()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Reads one container's status from the runtime into the cache.
+    async fn refresh_container(&self, id: &str) -> Result<ContainerInfo, RuntimeError> {
+        let st = self
+            .client
+            .container_status(raw_id(id))
+            .await
+            .map_err(cri_err)?;
+        let mut state = self.lock();
+        let prior = state.containers.get(id).cloned();
+        let sandbox = prior
+            .as_ref()
+            .map(|p| p.info.sandbox_id.clone())
+            .unwrap_or_default();
+        let mut entry = self.cached_from_status(&sandbox, st);
+        if let Some(p) = prior {
+            entry.spec = entry.spec.or(p.spec);
+            if entry.pod_name.is_empty() {
+                entry.pod_name = p.pod_name;
+            }
+        }
+        let info = entry.info.clone();
+        state.containers.insert(id.to_string(), entry);
+        Ok(info)
+    }
+
+    fn pod_dir(&self, uid: &str) -> PathBuf {
+        self.config.pods_dir.join(uid)
+    }
+
+    fn env_context(&self, pod_ip: Option<String>) -> EnvContext {
+        EnvContext {
+            pod_ips: pod_ip.iter().cloned().collect(),
+            pod_ip,
+            host_ip: Some(self.config.node_ip.to_string()),
+            host_ips: vec![self.config.node_ip.to_string()],
+            node_name: self.config.node_name.clone(),
+            node_allocatable: self.config.allocatable,
+        }
+    }
+
+    /// The sandbox config of `pod`, computed the same way every time (CreateContainer needs
+    /// it again, also for sandboxes adopted after a restart).
+    fn sandbox_config(&self, pod: &Pod, attempt: u32) -> proto::PodSandboxConfig {
+        let meta = &pod.metadata;
+        let uid = meta.uid.clone().unwrap_or_default();
+        let name = meta.name.clone().unwrap_or_default();
+        let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+        let spec = pod.spec.clone().unwrap_or_default();
+        let host_network = spec.host_network.unwrap_or(false);
+        let hostname = if host_network {
+            // runc cannot set a hostname without a private UTS namespace.
+            String::new()
+        } else {
+            spec.hostname.clone().unwrap_or_else(|| name.clone())
+        };
+        let dns_config = spec.dns_config.as_ref().map(|d| proto::DnsConfig {
+            servers: d.nameservers.clone().unwrap_or_default(),
+            searches: d.searches.clone().unwrap_or_default(),
+            options: d
+                .options
+                .iter()
+                .flatten()
+                .filter_map(|o| {
+                    let n = o.name.clone()?;
+                    Some(match &o.value {
+                        Some(v) => format!("{n}:{v}"),
+                        None => n,
+                    })
+                })
+                .collect(),
+        });
+        let port_mappings = spec
+            .containers
+            .iter()
+            .flat_map(|c| c.ports.iter().flatten())
+            .filter_map(|p| {
+                let host_port = p.host_port.filter(|h| *h > 0)?;
+                Some(proto::PortMapping {
+                    protocol: match p.protocol.as_deref() {
+                        Some("UDP") => proto::Protocol::Udp as i32,
+                        Some("SCTP") => proto::Protocol::Sctp as i32,
+                        _ => proto::Protocol::Tcp as i32,
+                    },
+                    container_port: p.container_port,
+                    host_port,
+                    host_ip: p.host_ip.clone().unwrap_or_default(),
+                })
+            })
+            .collect();
+        let labels = BTreeMap::from([
+            (POD_UID_LABEL.to_string(), uid.clone()),
+            ("io.kubernetes.pod.name".to_string(), name.clone()),
+            ("io.kubernetes.pod.namespace".to_string(), namespace.clone()),
+        ]);
+        let sysctls = spec
+            .security_context
+            .as_ref()
+            .and_then(|s| s.sysctls.as_ref())
+            .map(|s| {
+                s.iter()
+                    .map(|x| (x.name.clone(), x.value.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let privileged = spec.containers.iter().any(|c| {
+            c.security_context
+                .as_ref()
+                .and_then(|s| s.privileged)
+                .unwrap_or(false)
+        });
+        proto::PodSandboxConfig {
+            metadata: Some(proto::PodSandboxMetadata {
+                name: name.clone(),
+                uid: uid.clone(),
+                namespace: namespace.clone(),
+                attempt,
+            }),
+            hostname,
+            log_directory: self
+                .config
+                .logs_dir
+                .join(format!("{namespace}_{name}_{uid}"))
+                .to_string_lossy()
+                .into_owned(),
+            dns_config,
+            port_mappings,
+            labels,
+            annotations: BTreeMap::new(),
+            linux: Some(proto::LinuxPodSandboxConfig {
+                cgroup_parent: format!("{}/pod-{uid}", self.config.cgroup_parent),
+                security_context: Some(proto::LinuxSandboxSecurityContext {
+                    namespace_options: Some(namespaces(&spec)),
+                    privileged,
+                    ..Default::default()
+                }),
+                sysctls,
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn sandbox_ip(&self, sandbox_id: &str) -> Option<String> {
+        self.lock()
+            .sandboxes
+            .get(sandbox_id)
+            .and_then(|s| s.info.ip.clone())
+    }
+
+    fn cached(&self, container_id: &str) -> Result<CachedContainer, RuntimeError> {
+        self.lock()
+            .containers
+            .get(container_id)
+            .cloned()
+            .ok_or_else(|| RuntimeError::NotFound(format!("container {container_id}")))
+    }
+
+    /// The address probes and HTTP hooks reach: the pod IP (or the node's for hostNetwork).
+    fn target_host(&self, c: &CachedContainer) -> String {
+        self.sandbox_ip(&c.info.sandbox_id)
+            .unwrap_or_else(|| self.config.node_ip.to_string())
+    }
+}
+
+/// The pod's namespace sharing: network and IPC per pod unless hostNetwork/hostIPC, PID per
+/// container unless `shareProcessNamespace` (CRI's default would share the sandbox's).
+fn namespaces(spec: &k8s_openapi::api::core::v1::PodSpec) -> proto::NamespaceOption {
+    let node_or_pod = |host: Option<bool>| {
+        if host.unwrap_or(false) {
+            proto::NamespaceMode::Node as i32
+        } else {
+            proto::NamespaceMode::Pod as i32
+        }
+    };
+    proto::NamespaceOption {
+        network: node_or_pod(spec.host_network),
+        pid: if spec.host_pid.unwrap_or(false) {
+            proto::NamespaceMode::Node as i32
+        } else if spec.share_process_namespace.unwrap_or(false) {
+            proto::NamespaceMode::Pod as i32
+        } else {
+            proto::NamespaceMode::Container as i32
+        },
+        ipc: node_or_pod(spec.host_ipc),
+        ..Default::default()
+    }
+}
+
+fn state_code(s: &ContainerState) -> i32 {
+    match s {
+        ContainerState::Created => proto::ContainerState::ContainerCreated as i32,
+        ContainerState::Running => proto::ContainerState::ContainerRunning as i32,
+        ContainerState::Exited { .. } => proto::ContainerState::ContainerExited as i32,
+    }
+}
+
+async fn relist_loop(rt: Weak<CriRuntime>) {
+    let mut tick = 0u32;
+    loop {
+        tokio::time::sleep(RELIST).await;
+        let Some(rt) = rt.upgrade() else {
+            return;
+        };
+        rt.relist().await;
+        tick = tick.wrapping_add(1);
+        if tick.is_multiple_of(10) {
+            rt.refresh_images().await;
+        }
+    }
+}
+
+/// CPU and memory limits as cgroup settings, like the kubelet's `generateLinuxContainerResources`:
+/// shares from the CPU request (at least 2), quota from the CPU limit over a 100 ms period,
+/// the memory limit in bytes.
+pub fn linux_resources(container: &Container) -> proto::LinuxContainerResources {
+    let res = container.resources.clone().unwrap_or_default();
+    type Q = k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let milli = |q: Option<&Q>| {
+        q.and_then(|q| Quantity::parse(&q.0))
+            .map(crate::config::milli)
+    };
+    let bytes = |q: Option<&Q>| {
+        q.and_then(|q| Quantity::parse(&q.0))
+            .map(crate::config::whole)
+    };
+    let limits = res.limits.unwrap_or_default();
+    let requests = res.requests.unwrap_or_default();
+    let cpu_request = milli(requests.get("cpu")).or_else(|| milli(limits.get("cpu")));
+    let cpu_limit = milli(limits.get("cpu"));
+    let mut r = proto::LinuxContainerResources {
+        cpu_shares: cpu_request.map_or(2, |m| (m * 1024 / 1000).max(2)),
+        ..Default::default()
+    };
+    if let Some(m) = cpu_limit {
+        r.cpu_period = 100_000;
+        r.cpu_quota = (m * 100_000 / 1000).max(1000);
+    }
+    if let Some(b) = bytes(limits.get("memory")) {
+        r.memory_limit_in_bytes = b;
+    }
+    r
+}
+
+#[async_trait]
+impl Runtime for CriRuntime {
+    fn version(&self) -> String {
+        self.version.clone()
+    }
+
+    async fn run_sandbox(&self, config: &SandboxConfig) -> Result<SandboxInfo, RuntimeError> {
+        let uid = config.pod_uid.clone();
+        // A sandbox left by a failed attempt keeps its name reserved: remove it first.
+        let stale: Vec<String> = self
+            .lock()
+            .sandboxes
+            .values()
+            .filter(|s| s.info.pod_uid == uid && !s.info.ready)
+            .map(|s| s.info.id.clone())
+            .collect();
+        for id in stale {
+            let _ = self.client.stop_pod_sandbox(&id).await;
+            let _ = self.client.remove_pod_sandbox(&id).await;
+            self.lock().sandboxes.remove(&id);
+        }
+        let attempt = self.lock().attempts.get(&uid).copied().unwrap_or(0);
+        let cfg = self.sandbox_config(&config.pod, attempt);
+        let host_network = config
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.host_network)
+            .unwrap_or(false);
+        let id = match self.client.run_pod_sandbox(cfg, "").await {
+            Ok(id) => id,
+            Err(e) => {
+                self.lock().attempts.insert(uid.clone(), attempt + 1);
+                // Whatever the failure left behind is removed by its (bumped) attempt's retry.
+                if let Ok(list) = self.client.list_pod_sandbox(None).await {
+                    for sb in list {
+                        if sb.metadata.as_ref().is_some_and(|m| m.uid == uid)
+                            && sb.state != proto::PodSandboxState::SandboxReady as i32
+                        {
+                            let _ = self.client.stop_pod_sandbox(&sb.id).await;
+                            let _ = self.client.remove_pod_sandbox(&sb.id).await;
+                        }
+                    }
+                }
+                return Err(RuntimeError::Refused {
+                    message: e.to_string(),
+                });
+            }
+        };
+        let ip = if host_network {
+            Some(self.config.node_ip.to_string())
+        } else {
+            let status = self.client.pod_sandbox_status(&id).await.map_err(cri_err)?;
+            status.network.map(|n| n.ip).filter(|ip| !ip.is_empty())
+        };
+        let info = SandboxInfo {
+            id: id.clone(),
+            pod_uid: uid,
+            namespace: config.namespace.clone(),
+            name: config.name.clone(),
+            ip,
+            ready: true,
+            created_at: SystemTime::now(),
+        };
+        self.lock().sandboxes.insert(
+            id,
+            CachedSandbox {
+                info: info.clone(),
+                attempt,
+            },
+        );
+        Ok(info)
+    }
+
+    async fn remove_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        let uid = self
+            .lock()
+            .sandboxes
+            .get(sandbox_id)
+            .map(|s| s.info.pod_uid.clone());
+        self.client
+            .stop_pod_sandbox(sandbox_id)
+            .await
+            .or_else(|e| if e.is_not_found() { Ok(()) } else { Err(e) })
+            .map_err(cri_err)?;
+        self.client
+            .remove_pod_sandbox(sandbox_id)
+            .await
+            .or_else(|e| if e.is_not_found() { Ok(()) } else { Err(e) })
+            .map_err(cri_err)?;
+        let mut state = self.lock();
+        state.sandboxes.remove(sandbox_id);
+        state
+            .containers
+            .retain(|_, c| c.info.sandbox_id != sandbox_id);
+        if let Some(uid) = uid {
+            state.volumes.remove(&uid);
+            state.attempts.remove(&uid);
+            let still_used = state.sandboxes.values().any(|s| s.info.pod_uid == uid);
+            drop(state);
+            if !still_used {
+                volumes::cleanup(&self.pod_dir(&uid));
+                remove_cgroups(&format!("{}/pod-{uid}", self.config.cgroup_parent));
+            }
+        }
+        Ok(())
+    }
+
+    async fn stop_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        self.client
+            .stop_pod_sandbox(sandbox_id)
+            .await
+            .or_else(|e| if e.is_not_found() { Ok(()) } else { Err(e) })
+            .map_err(cri_err)?;
+        if let Some(s) = self.lock().sandboxes.get_mut(sandbox_id) {
+            s.info.ready = false;
+        }
+        Ok(())
+    }
+
+    fn list_sandboxes(&self) -> Vec<SandboxInfo> {
+        self.lock()
+            .sandboxes
+            .values()
+            .map(|s| s.info.clone())
+            .collect()
+    }
+
+    fn image_status(&self, image: &str) -> Option<ImageInfo> {
+        let want = normalize_image(image);
+        self.lock()
+            .images
+            .iter()
+            .find(|i| i.name == want || i.name == image || i.id == image)
+            .cloned()
+    }
+
+    async fn pull_image(&self, image: &str) -> Result<PullOutcome, RuntimeError> {
+        let started = tokio::time::Instant::now();
+        match self.client.pull_image(image, None, None).await {
+            Ok(_) => {
+                self.refresh_images().await;
+                let took = started.elapsed();
+                let info = self
+                    .image_status(image)
+                    .ok_or_else(|| RuntimeError::NotFound(format!("image {image}")))?;
+                Ok(PullOutcome {
+                    image: info,
+                    took,
+                    took_including_waiting: took,
+                })
+            }
+            Err(e) => Err(RuntimeError::Refused {
+                message: format!("failed to pull image {image:?}: {}", desc(&e)),
+            }),
+        }
+    }
+
+    fn list_images(&self) -> Vec<ImageInfo> {
+        self.lock().images.clone()
+    }
+
+    async fn prepare_volumes(&self, pod: &Pod) -> Result<(), RuntimeError> {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let ctx = self.env_context(pod.status.as_ref().and_then(|s| s.pod_ip.clone()));
+        let vols = volumes::prepare(&self.kube, pod, &self.pod_dir(&uid), &ctx)
+            .await
+            .map_err(|e| RuntimeError::Refused {
+                message: e.to_string(),
+            })?;
+        self.lock().volumes.insert(uid, vols);
+        Ok(())
+    }
+
+    async fn create_container(
+        &self,
+        sandbox_id: &str,
+        pod: &Pod,
+        container: &Container,
+        attempt: u32,
+    ) -> Result<ContainerInfo, RuntimeError> {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        let pod_ip = self.sandbox_ip(sandbox_id);
+        let ctx = self.env_context(pod_ip.clone());
+        let env = env::container_env(&self.kube, pod, container, &ctx)
+            .await
+            .map_err(|e| RuntimeError::Config(e.to_string()))?;
+        let (command, args) = env::expand_command(container, &env);
+        let known = self.lock().volumes.get(&uid).cloned();
+        let vols = match known {
+            Some(v) => v,
+            None => {
+                let v = volumes::prepare(&self.kube, pod, &self.pod_dir(&uid), &ctx)
+                    .await
+                    .map_err(|e| RuntimeError::Config(e.to_string()))?;
+                self.lock().volumes.insert(uid.clone(), v.clone());
+                v
+            }
+        };
+        let mut mounts: Vec<proto::Mount> = volumes::container_mounts(container, &vols, &env)
+            .map_err(|e| RuntimeError::Config(e.to_string()))?
+            .into_iter()
+            .map(|m| proto::Mount {
+                container_path: m.container_path,
+                host_path: m.host_path.to_string_lossy().into_owned(),
+                readonly: m.read_only,
+                ..Default::default()
+            })
+            .collect();
+        let host_network = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.host_network)
+            .unwrap_or(false);
+        if !host_network && !mounts.iter().any(|m| m.container_path == "/etc/hosts") {
+            let hosts = volumes::write_hosts_file(pod, pod_ip.as_deref(), &self.pod_dir(&uid))
+                .map_err(|e| RuntimeError::Config(format!("cannot write the hosts file: {e}")))?;
+            mounts.push(proto::Mount {
+                container_path: "/etc/hosts".into(),
+                host_path: hosts.to_string_lossy().into_owned(),
+                ..Default::default()
+            });
+        }
+        let sandbox_attempt = self
+            .lock()
+            .sandboxes
+            .get(sandbox_id)
+            .map_or(0, |s| s.attempt);
+        let image = container.image.clone().unwrap_or_default();
+        let sc = container.security_context.clone().unwrap_or_default();
+        let pod_sc = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.security_context.clone())
+            .unwrap_or_default();
+        let run_as_user = sc.run_as_user.or(pod_sc.run_as_user);
+        let run_as_group = sc.run_as_group.or(pod_sc.run_as_group);
+        let spec_json = serde_json::to_string(container).unwrap_or_default();
+        let config = proto::ContainerConfig {
+            metadata: Some(proto::ContainerMetadata {
+                name: container.name.clone(),
+                attempt,
+            }),
+            image: Some(proto::ImageSpec {
+                image: image.clone(),
+                ..Default::default()
+            }),
+            command,
+            args,
+            working_dir: container.working_dir.clone().unwrap_or_default(),
+            envs: env
+                .iter()
+                .map(|(k, v)| proto::KeyValue {
+                    key: k.clone(),
+                    value: v.clone(),
+                })
+                .collect(),
+            mounts,
+            labels: BTreeMap::from([
+                (POD_UID_LABEL.to_string(), uid.clone()),
+                ("io.kubernetes.pod.name".to_string(), pod_name.clone()),
+                (
+                    "io.kubernetes.container.name".to_string(),
+                    container.name.clone(),
+                ),
+            ]),
+            annotations: BTreeMap::from([(SPEC_ANNOTATION.to_string(), spec_json)]),
+            log_path: format!("{}/{attempt}.log", container.name),
+            stdin: container.stdin.unwrap_or(false),
+            stdin_once: container.stdin_once.unwrap_or(false),
+            tty: container.tty.unwrap_or(false),
+            linux: Some(proto::LinuxContainerConfig {
+                resources: Some(linux_resources(container)),
+                security_context: Some(proto::LinuxContainerSecurityContext {
+                    privileged: sc.privileged.unwrap_or(false),
+                    namespace_options: pod.spec.as_ref().map(namespaces),
+                    run_as_user: run_as_user.map(|value| proto::Int64Value { value }),
+                    run_as_group: run_as_group.map(|value| proto::Int64Value { value }),
+                    readonly_rootfs: sc.read_only_root_filesystem.unwrap_or(false),
+                    no_new_privs: sc.allow_privilege_escalation == Some(false),
+                    capabilities: sc.capabilities.as_ref().map(|c| proto::Capability {
+                        add_capabilities: c.add.clone().unwrap_or_default(),
+                        drop_capabilities: c.drop.clone().unwrap_or_default(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+            }),
+            ..Default::default()
+        };
+        let sandbox_config = self.sandbox_config(pod, sandbox_attempt);
+        let id = self
+            .client
+            .create_container(sandbox_id, config, sandbox_config)
+            .await
+            .map_err(cri_err)?;
+        let full = format!("{ID_PREFIX}{id}");
+        {
+            let mut state = self.lock();
+            state.containers.insert(
+                full.clone(),
+                CachedContainer {
+                    info: ContainerInfo {
+                        id: full.clone(),
+                        sandbox_id: sandbox_id.to_string(),
+                        pod_uid: uid,
+                        name: container.name.clone(),
+                        attempt,
+                        image: image.clone(),
+                        image_id: String::new(),
+                        state: ContainerState::Created,
+                        started_at: None,
+                        finished_at: None,
+                        next_change: None,
+                    },
+                    spec: Some(container.clone()),
+                    log_path: PathBuf::new(),
+                    pod_name,
+                },
+            );
+        }
+        self.refresh_container(&full).await
+    }
+
+    async fn start_container(&self, container_id: &str) -> Result<(), RuntimeError> {
+        self.client
+            .start_container(raw_id(container_id))
+            .await
+            .map_err(cri_err)?;
+        self.refresh_container(container_id).await.map(|_| ())
+    }
+
+    async fn stop_container(
+        &self,
+        container_id: &str,
+        grace: Duration,
+    ) -> Result<(), RuntimeError> {
+        self.client
+            .stop_container(raw_id(container_id), grace)
+            .await
+            .map_err(cri_err)?;
+        self.refresh_container(container_id).await.map(|_| ())
+    }
+
+    fn container_status(&self, container_id: &str) -> Result<ContainerInfo, RuntimeError> {
+        self.cached(container_id).map(|c| c.info)
+    }
+
+    fn list_containers(&self, sandbox_id: &str) -> Vec<ContainerInfo> {
+        self.lock()
+            .containers
+            .values()
+            .filter(|c| c.info.sandbox_id == sandbox_id)
+            .map(|c| c.info.clone())
+            .collect()
+    }
+
+    async fn probe(&self, container_id: &str, kind: ProbeKind) -> ProbeResult {
+        let Ok(c) = self.cached(container_id) else {
+            return ProbeResult::Failure(format!("container {container_id} not found"));
+        };
+        let Some(spec) = c.spec.clone() else {
+            return ProbeResult::Failure("the container's spec is unknown to the runtime".into());
+        };
+        let probe = match kind {
+            ProbeKind::Startup => spec.startup_probe.clone(),
+            ProbeKind::Liveness => spec.liveness_probe.clone(),
+            ProbeKind::Readiness => spec.readiness_probe.clone(),
+        };
+        let Some(probe) = probe else {
+            return ProbeResult::Success;
+        };
+        self.run_probe(&c, &spec, &probe).await
+    }
+
+    fn implicit_probes(&self, _container_id: &str) -> Vec<ProbeKind> {
+        Vec::new()
+    }
+
+    async fn run_hook(&self, container_id: &str, hook: HookKind) -> Result<(), RuntimeError> {
+        let c = self.cached(container_id)?;
+        let Some(spec) = c.spec.clone() else {
+            return Ok(());
+        };
+        let lifecycle = spec.lifecycle.clone().unwrap_or_default();
+        let handler: Option<LifecycleHandler> = match hook {
+            HookKind::PostStart => lifecycle.post_start,
+            HookKind::PreStop => lifecycle.pre_stop,
+        };
+        let Some(h) = handler else {
+            return Ok(());
+        };
+        let fail = |message: String| Err(RuntimeError::Refused { message });
+        if let Some(exec) = h.exec {
+            let cmd = exec.command.unwrap_or_default();
+            return match self
+                .client
+                .exec_sync(raw_id(container_id), cmd.clone(), None)
+                .await
+            {
+                Ok(r) if r.exit_code == 0 => Ok(()),
+                Ok(r) => fail(format!(
+                    "command '{}' exited with {}: {}",
+                    cmd.join(" "),
+                    r.exit_code,
+                    String::from_utf8_lossy(&r.stderr).trim()
+                )),
+                Err(e) => fail(desc(&e).to_string()),
+            };
+        }
+        if let Some(get) = h.http_get {
+            let host = self.target_host(&c);
+            return match http_get(&host, &spec, &get, Duration::from_secs(10)).await {
+                Ok(code) if (200..400).contains(&code) => Ok(()),
+                Ok(code) => fail(format!(
+                    "HTTP lifecycle hook failed with status code {code}"
+                )),
+                Err(e) => fail(e),
+            };
+        }
+        if let Some(sleep) = h.sleep {
+            tokio::time::sleep(Duration::from_secs(sleep.seconds.max(0).unsigned_abs())).await;
+            return Ok(());
+        }
+        fail("the lifecycle handler names no action".into())
+    }
+
+    fn log_path(&self, container_id: &str) -> Result<PathBuf, RuntimeError> {
+        let c = self.cached(container_id)?;
+        if c.log_path.as_os_str().is_empty() {
+            return Err(RuntimeError::NotFound(format!(
+                "log of container {container_id}"
+            )));
+        }
+        Ok(c.log_path)
+    }
+
+    async fn exec_url(
+        &self,
+        container_id: &str,
+        req: &StreamRequest,
+    ) -> Result<String, RuntimeError> {
+        self.client
+            .exec(proto::ExecRequest {
+                container_id: raw_id(container_id).to_string(),
+                cmd: req.command.clone(),
+                tty: req.tty,
+                stdin: req.stdin,
+                stdout: req.stdout,
+                stderr: req.stderr,
+            })
+            .await
+            .map_err(cri_err)
+    }
+
+    async fn attach_url(
+        &self,
+        container_id: &str,
+        req: &StreamRequest,
+    ) -> Result<String, RuntimeError> {
+        self.client
+            .attach(proto::AttachRequest {
+                container_id: raw_id(container_id).to_string(),
+                stdin: req.stdin,
+                tty: req.tty,
+                stdout: req.stdout,
+                stderr: req.stderr,
+            })
+            .await
+            .map_err(cri_err)
+    }
+
+    async fn port_forward_url(&self, sandbox_id: &str) -> Result<String, RuntimeError> {
+        self.client
+            .port_forward(sandbox_id, Vec::new())
+            .await
+            .map_err(cri_err)
+    }
+
+    fn stats(&self) -> RuntimeStats {
+        let state = self.lock();
+        RuntimeStats {
+            sandboxes: state.sandboxes.len(),
+            running_containers: state
+                .containers
+                .values()
+                .filter(|c| c.info.state == ContainerState::Running)
+                .count(),
+            images: state.images.len(),
+            image_bytes: state.images.iter().map(|i| i.size_bytes).sum(),
+        }
+    }
+}
+
+impl CriRuntime {
+    /// One probe, as the kubelet's prober runs it: HTTP GET and TCP connect from the node into
+    /// the pod's network, exec through `ExecSync`; each bounded by `timeoutSeconds`.
+    async fn run_probe(&self, c: &CachedContainer, spec: &Container, probe: &Probe) -> ProbeResult {
+        let timeout = Duration::from_secs(u64::from(
+            probe.timeout_seconds.unwrap_or(1).max(1).unsigned_abs(),
+        ));
+        if let Some(exec) = &probe.exec {
+            let cmd = exec.command.clone().unwrap_or_default();
+            return match self
+                .client
+                .exec_sync(raw_id(&c.info.id), cmd, Some(timeout))
+                .await
+            {
+                Ok(r) if r.exit_code == 0 => ProbeResult::Success,
+                Ok(r) => {
+                    let mut out = String::from_utf8_lossy(&r.stdout).into_owned();
+                    out.push_str(&String::from_utf8_lossy(&r.stderr));
+                    ProbeResult::Failure(out)
+                }
+                Err(e) => ProbeResult::Failure(desc(&e).to_string()),
+            };
+        }
+        let host = self.target_host(c);
+        if let Some(get) = &probe.http_get {
+            let target = probe_target(&host, spec, &get.port, get.path.as_deref());
+            return match http_get(&host, spec, get, timeout).await {
+                Ok(code) if (200..400).contains(&code) => ProbeResult::Success,
+                Ok(code) => {
+                    ProbeResult::Failure(format!("HTTP probe failed with statuscode: {code}"))
+                }
+                Err(e) => ProbeResult::Failure(format!("Get \"{target}\": {e}")),
+            };
+        }
+        if let Some(tcp) = &probe.tcp_socket {
+            let Some(port) = resolve_port(spec, &tcp.port) else {
+                return ProbeResult::Failure(format!("unknown port {:?}", tcp.port));
+            };
+            let addr = format!("{}:{port}", tcp.host.clone().unwrap_or(host));
+            return match tokio::time::timeout(timeout, TcpStream::connect(&addr)).await {
+                Ok(Ok(_)) => ProbeResult::Success,
+                Ok(Err(e)) => ProbeResult::Failure(format!("dial tcp {addr}: connect: {e}")),
+                Err(_) => ProbeResult::Failure(format!("dial tcp {addr}: i/o timeout")),
+            };
+        }
+        if probe.grpc.is_some() {
+            return ProbeResult::Failure("gRPC probes are not supported by tandem yet".into());
+        }
+        ProbeResult::Success
+    }
+}
+
+/// A port number, or a named container port looked up in the container's ports.
+fn resolve_port(spec: &Container, port: &IntOrString) -> Option<i32> {
+    match port {
+        IntOrString::Int(p) => Some(*p),
+        IntOrString::String(name) => name.parse().ok().or_else(|| {
+            spec.ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref() == Some(name.as_str()))
+                .map(|p| p.container_port)
+        }),
+    }
+}
+
+fn probe_target(host: &str, spec: &Container, port: &IntOrString, path: Option<&str>) -> String {
+    let port = resolve_port(spec, port).unwrap_or(0);
+    let path = path.unwrap_or("/");
+    let path = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("/{path}")
+    };
+    format!("http://{host}:{port}{path}")
+}
+
+/// An HTTP/1.1 GET as the kubelet's prober sends it (`User-Agent: kube-probe/1.33`); returns
+/// the status code. HTTPS is not supported.
+async fn http_get(
+    host: &str,
+    spec: &Container,
+    get: &HTTPGetAction,
+    timeout: Duration,
+) -> Result<u16, String> {
+    if get.scheme.as_deref() == Some("HTTPS") {
+        return Err("HTTPS probes are not supported by tandem yet".into());
+    }
+    let host = get.host.clone().unwrap_or_else(|| host.to_string());
+    let port =
+        resolve_port(spec, &get.port).ok_or_else(|| format!("unknown port {:?}", get.port))?;
+    let path = get.path.clone().unwrap_or_else(|| "/".into());
+    let path = if path.starts_with('/') {
+        path
+    } else {
+        format!("/{path}")
+    };
+    let addr = format!("{host}:{port}");
+    let work = async {
+        let mut s = TcpStream::connect(&addr)
+            .await
+            .map_err(|e| format!("dial tcp {addr}: connect: {e}"))?;
+        let mut req = format!(
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: kube-probe/1.33\r\nAccept: */*\r\nConnection: close\r\n"
+        );
+        for h in get.http_headers.iter().flatten() {
+            req.push_str(&format!("{}: {}\r\n", h.name, h.value));
+        }
+        req.push_str("\r\n");
+        s.write_all(req.as_bytes())
+            .await
+            .map_err(|e| format!("write: {e}"))?;
+        let mut buf = vec![0u8; 256];
+        let mut got = 0;
+        while got < 12 {
+            let n = s
+                .read(&mut buf[got..])
+                .await
+                .map_err(|e| format!("read: {e}"))?;
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        let head = String::from_utf8_lossy(&buf[..got]);
+        head.split(' ')
+            .nth(1)
+            .and_then(|c| c.parse::<u16>().ok())
+            .ok_or_else(|| "malformed HTTP response".to_string())
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Ok(r) => r,
+        Err(_) => {
+            Err("context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into())
+        }
+    }
+}
+
+/// Removes a pod's cgroup directories in every v1 hierarchy (runc removes only the
+/// containers'); best effort, deepest first.
+pub fn remove_cgroups(parent: &str) {
+    let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else {
+        return;
+    };
+    for h in hierarchies.flatten() {
+        let dir = h.path().join(parent.trim_start_matches('/'));
+        remove_dirs(&dir);
+    }
+}
+
+fn remove_dirs(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_dirs(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_names_are_normalized_like_containerd() {
+        assert_eq!(
+            normalize_image("busybox"),
+            "docker.io/library/busybox:latest"
+        );
+        assert_eq!(
+            normalize_image("nginx:1.27"),
+            "docker.io/library/nginx:1.27"
+        );
+        assert_eq!(normalize_image("org/app"), "docker.io/org/app:latest");
+        assert_eq!(
+            normalize_image("tandem.local/busybox:1"),
+            "tandem.local/busybox:1"
+        );
+        assert_eq!(
+            normalize_image("localhost:5000/app"),
+            "localhost:5000/app:latest"
+        );
+        assert_eq!(
+            normalize_image("mcr.microsoft.com/a@sha256:abc"),
+            "mcr.microsoft.com/a@sha256:abc"
+        );
+    }
+
+    #[test]
+    fn limits_become_cgroup_settings() {
+        let c: Container = serde_json::from_value(serde_json::json!({
+            "name": "a",
+            "resources": {"requests": {"cpu": "250m"}, "limits": {"cpu": "500m", "memory": "64Mi"}}
+        }))
+        .unwrap_or_default();
+        let r = linux_resources(&c);
+        assert_eq!(r.cpu_shares, 256);
+        assert_eq!((r.cpu_quota, r.cpu_period), (50_000, 100_000));
+        assert_eq!(r.memory_limit_in_bytes, 64 * 1024 * 1024);
+        let none = linux_resources(&Container::default());
+        assert_eq!(
+            (none.cpu_shares, none.cpu_quota, none.memory_limit_in_bytes),
+            (2, 0, 0)
+        );
+    }
+}

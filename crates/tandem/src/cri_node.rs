@@ -1,0 +1,104 @@
+//! `tandem up`'s Linux node on real containers: decides whether this machine can run the `cri`
+//! runtime, starts the private containerd with the node's pod CIDR and the local images, and
+//! builds the agent's [`CriRuntime`] on it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use tandem_agent::NodeConfig;
+use tandem_agent::runtime::Runtime;
+use tandem_agent::runtime::cri::containerd::{
+    self, Containerd, ContainerdOptions, image_archives_in,
+};
+use tandem_agent::runtime::cri::{CriConfig, CriRuntime};
+
+/// A Linux node running on containerd.
+pub struct CriNode {
+    pub runtime: Arc<dyn Runtime>,
+    pub containerd: Containerd,
+    pub description: String,
+}
+
+/// `target/images` for a binary in `target/<profile>/`.
+pub fn default_images_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.join("images"))
+}
+
+/// Why this machine cannot run real containers, or `None` when it can.
+pub fn unavailable_reason(images_dir: &Path) -> Option<String> {
+    if let Err(e) = containerd::check_prerequisites() {
+        return Some(e.to_string());
+    }
+    let missing: Vec<String> = image_archives_in(images_dir)
+        .into_iter()
+        .filter(|p| !p.is_file())
+        .map(|p| p.display().to_string())
+        .collect();
+    if !missing.is_empty() {
+        return Some(format!(
+            "the local images are not built ({} missing; run scripts/build-images.sh)",
+            missing.join(", ")
+        ));
+    }
+    None
+}
+
+/// Starts containerd for `node` under `node_dir` and the runtime on it. The node's capacity
+/// becomes this machine's (CPUs and memory), since its pods really run here.
+pub async fn start(
+    node: &mut NodeConfig,
+    node_dir: &Path,
+    images_dir: &Path,
+    kube: kube::Client,
+) -> anyhow::Result<CriNode> {
+    let cidr = node
+        .pod_cidr
+        .clone()
+        .context("the CRI node needs a pod CIDR")?;
+    let mut opts = ContainerdOptions::new(node_dir.join("containerd"), cidr.clone());
+    opts.image_archives = image_archives_in(images_dir);
+    let ctrd = Containerd::start(opts)
+        .await
+        .context("cannot start containerd")?;
+    if let Ok(cpus) = std::thread::available_parallelism() {
+        node.capacity.cpu_millis = i64::try_from(cpus.get()).unwrap_or(1) * 1000;
+    }
+    if let Some(mem) = host_memory_bytes() {
+        node.capacity.memory = mem;
+    }
+    let config = CriConfig {
+        node_name: node.name.clone(),
+        node_ip: node.internal_ip,
+        allocatable: node.allocatable(),
+        pods_dir: node_dir.join("pods"),
+        logs_dir: node_dir.join("logs"),
+        cgroup_parent: format!("/{}", ctrd.cgroup_root()),
+    };
+    let runtime = match CriRuntime::start(ctrd.client(), kube, config).await {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ctrd.shutdown(false).await;
+            return Err(e).context("cannot connect to containerd's CRI");
+        }
+    };
+    let description = format!(
+        "cri runtime: {} (real containers; pod network {cidr} on bridge {})",
+        runtime.version(),
+        ctrd.bridge_name()
+    );
+    Ok(CriNode {
+        runtime,
+        containerd: ctrd,
+        description,
+    })
+}
+
+/// `MemTotal` of /proc/meminfo in bytes.
+fn host_memory_bytes() -> Option<i64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: i64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

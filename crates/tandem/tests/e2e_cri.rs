@@ -1,0 +1,316 @@
+//! End-to-end on `tandem up --linux-runtime cri`: real Linux pods on tandem's private containerd,
+//! driven by the stock kubectl (issue 7). Needs root and the packages and images the test command
+//! installs and builds (`scripts/install-deps.sh`, `scripts/build-images.sh`).
+//!
+//! Each test runs its own cluster with its own pod network, so they can run in parallel.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected shapes")]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::Server;
+use serde_json::Value;
+
+const LONG: Duration = Duration::from_secs(120);
+
+const WEB: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: web-config}
+data: {greeting: "hello from a configmap", "index.html": "<h1>served by tandem</h1>\n"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: web-secret}
+stringData: {token: s3cr3t}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      nodeSelector: {kubernetes.io/os: linux}
+      containers:
+      - name: httpd
+        image: tandem.local/busybox:1
+        imagePullPolicy: Never
+        command: ["httpd", "-f", "-v", "-p", "8080", "-h", "/www"]
+        ports: [{name: http, containerPort: 8080}]
+        env:
+        - {name: LITERAL, value: "plain value"}
+        - name: GREETING
+          valueFrom: {configMapKeyRef: {name: web-config, key: greeting}}
+        - name: TOKEN
+          valueFrom: {secretKeyRef: {name: web-secret, key: token}}
+        - name: MY_POD
+          valueFrom: {fieldRef: {fieldPath: metadata.name}}
+        - name: MY_IP
+          valueFrom: {fieldRef: {fieldPath: status.podIP}}
+        readinessProbe:
+          httpGet: {path: /index.html, port: http}
+          periodSeconds: 1
+        resources:
+          limits: {cpu: 500m, memory: 64Mi}
+        volumeMounts:
+        - {name: site, mountPath: /www}
+        - {name: scratch, mountPath: /scratch}
+      volumes:
+      - name: site
+        configMap: {name: web-config, items: [{key: index.html, path: index.html}]}
+      - name: scratch
+        emptyDir: {}
+"#;
+
+fn pods(s: &Server, selector: &str) -> Vec<Value> {
+    s.get_json(&["pods", "-l", selector])
+        .and_then(|l| l["items"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr.parse().ok()?, Duration::from_secs(3)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let code = buf.split(' ').nth(1)?.parse().ok()?;
+    Some((code, buf))
+}
+
+fn in_cidr(ip: &str, prefix: &str) -> bool {
+    ip.starts_with(prefix)
+}
+
+#[test]
+fn web_deployment_serves_from_real_pods_with_exec_logs_and_port_forward() {
+    let s = Server::start_up_cri("linux=1,windows-2022=1", "10.231.0.0/16");
+    s.eventually(
+        "the Linux node on containerd",
+        Duration::from_secs(60),
+        || {
+            let out = s.kubectl(&["get", "nodes", "-o", "wide"]);
+            out.stdout.contains("containerd://").then_some(())
+        },
+    );
+    s.kubectl_stdin(&["apply", "-f", "-"], WEB).ok();
+    s.kubectl_full(
+        &["rollout", "status", "deployment/web", "--timeout=120s"],
+        None,
+        &[],
+        LONG,
+    )
+    .ok();
+    let running = pods(&s, "app=web");
+    assert_eq!(running.len(), 2);
+    for p in &running {
+        let ip = p["status"]["podIP"].as_str().unwrap();
+        assert!(
+            in_cidr(ip, "10.231.0."),
+            "pod IP {ip} comes from the node's podCIDR 10.231.0.0/24"
+        );
+        let (code, body) = http_get(&format!("{ip}:8080"), "/index.html")
+            .unwrap_or_else(|| panic!("no HTTP answer from the pod at {ip}:8080"));
+        assert_eq!(code, 200);
+        assert!(body.contains("served by tandem"), "{body}");
+    }
+    let pod = running[0]["metadata"]["name"].as_str().unwrap().to_string();
+    let ip = running[0]["status"]["podIP"].as_str().unwrap().to_string();
+
+    // Environment from literals, a ConfigMap, a Secret and the downward API.
+    let env = s.kubectl(&[
+        "exec",
+        &pod,
+        "--",
+        "sh",
+        "-c",
+        "echo \"$LITERAL|$GREETING|$TOKEN|$MY_POD|$MY_IP\"",
+    ]);
+    assert_eq!(
+        env.ok().trim(),
+        format!("plain value|hello from a configmap|s3cr3t|{pod}|{ip}")
+    );
+    // Exit codes of exec travel back.
+    let failed = s.kubectl(&[
+        "exec",
+        &pod,
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2; exit 7",
+    ]);
+    assert_eq!(failed.status.code(), Some(7), "{}", failed.combined());
+    assert!(failed.stdout.contains("out") && failed.stderr.contains("err"));
+    // stdin goes in.
+    let stdin = s.kubectl_stdin(
+        &["exec", "-i", &pod, "--", "sh", "-c", "tr a-z A-Z"],
+        "shout\n",
+    );
+    assert_eq!(stdin.ok().trim(), "SHOUT");
+    // The memory limit is the container's cgroup limit.
+    let limit = s.kubectl(&[
+        "exec",
+        &pod,
+        "--",
+        "cat",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]);
+    assert_eq!(limit.ok().trim(), (64 * 1024 * 1024).to_string());
+
+    // httpd -v logs every request on stderr: the probes' and ours.
+    let logs = s.kubectl(&["logs", &pod]);
+    assert!(logs.ok().contains("response:200"), "{}", logs.stdout);
+    let tail = s.kubectl(&["logs", &pod, "--tail=1", "-c", "httpd"]);
+    assert_eq!(tail.ok().lines().count(), 1);
+
+    // Port-forward: a local port reaches the pod.
+    let mut pf = s.kubectl_stream(&["port-forward", &format!("pod/{pod}"), ":8080"]);
+    let line = pf.wait_for("the forwarding line", Duration::from_secs(30), |l| {
+        l.starts_with("Forwarding from 127.0.0.1:")
+    });
+    let port: u16 = line
+        .trim_start_matches("Forwarding from 127.0.0.1:")
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (code, body) = s.eventually(
+        "an answer through port-forward",
+        Duration::from_secs(20),
+        || http_get(&format!("127.0.0.1:{port}"), "/index.html"),
+    );
+    assert_eq!(code, 200);
+    assert!(body.contains("served by tandem"));
+    drop(pf);
+
+    // Emulated nodes say plainly that there is nothing to exec into.
+    let win = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: win}
+spec:
+  nodeSelector: {kubernetes.io/os: windows}
+  tolerations: [{key: os, operator: Equal, value: windows, effect: NoSchedule}]
+  containers: [{name: iis, image: mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022}]
+"#;
+    s.kubectl_stdin(&["apply", "-f", "-"], win).ok();
+    s.eventually("the Windows pod running", LONG, || {
+        let p = s.get_json(&["pod", "win"])?;
+        (p["status"]["phase"] == "Running").then_some(())
+    });
+    let refused = s.kubectl(&["exec", "win", "--", "cmd"]);
+    assert!(refused.err().contains("emulated"), "{}", refused.combined());
+}
+
+#[test]
+fn restarts_keep_previous_logs_and_deletion_is_graceful() {
+    let s = Server::start_up_cri("linux=1", "10.232.0.0/16");
+    s.eventually("the Linux node registered", Duration::from_secs(60), || {
+        s.get_json(&["node", "linux-1"]).map(|_| ())
+    });
+    let pods = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: crasher}
+spec:
+  containers:
+  - name: main
+    image: tandem.local/busybox:1
+    command: ["sh", "-c", "echo attempt-output; sleep 1; exit 3"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: graceful}
+spec:
+  terminationGracePeriodSeconds: 20
+  containers:
+  - name: main
+    image: tandem.local/busybox:1
+    command: ["sh", "-c", "trap 'echo got TERM; sleep 2; exit 0' TERM; while true; do sleep 0.2; done"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: missing-image}
+spec:
+  containers: [{name: main, image: tandem.local/not-built:1}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: unready}
+spec:
+  containers:
+  - name: main
+    image: tandem.local/busybox:1
+    command: ["sh", "-c", "touch /tmp/ready; sleep 600"]
+    readinessProbe:
+      exec: {command: ["cat", "/tmp/ready"]}
+      periodSeconds: 1
+"#;
+    s.kubectl_stdin(&["apply", "-f", "-"], pods).ok();
+
+    // A container that exits is restarted; the previous instance's log stays readable.
+    s.eventually("crasher restarted", LONG, || {
+        let p = s.get_json(&["pod", "crasher"])?;
+        (p["status"]["containerStatuses"][0]["restartCount"].as_i64()? >= 1).then_some(())
+    });
+    let previous = s.kubectl(&["logs", "crasher", "--previous"]);
+    assert!(
+        previous.ok().contains("attempt-output"),
+        "{}",
+        previous.combined()
+    );
+    let p = s.get_json(&["pod", "crasher"]).unwrap();
+    let last = &p["status"]["containerStatuses"][0]["lastState"]["terminated"];
+    assert_eq!(last["exitCode"], 3, "{p}");
+
+    // An image no registry can deliver: ErrImagePull, then ImagePullBackOff.
+    let reason = s.eventually("a pull failure", LONG, || {
+        let p = s.get_json(&["pod", "missing-image"])?;
+        let r = p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"]
+            .as_str()?
+            .to_string();
+        matches!(r.as_str(), "ErrImagePull" | "ImagePullBackOff").then_some(r)
+    });
+    assert!(!reason.is_empty());
+
+    // A readiness failure takes the pod out of Ready without restarting it.
+    s.eventually("unready pod Ready", LONG, || {
+        let p = s.get_json(&["pod", "unready"])?;
+        (p["status"]["containerStatuses"][0]["ready"] == true).then_some(())
+    });
+    s.kubectl(&["exec", "unready", "--", "rm", "/tmp/ready"])
+        .ok();
+    s.eventually("unready pod not Ready", Duration::from_secs(30), || {
+        let p = s.get_json(&["pod", "unready"])?;
+        (p["status"]["containerStatuses"][0]["ready"] == false).then_some(())
+    });
+    let p = s.get_json(&["pod", "unready"]).unwrap();
+    assert_eq!(p["status"]["containerStatuses"][0]["restartCount"], 0);
+
+    // Deletion sends SIGTERM and waits for the process: the trap's 2 s are honoured, and the
+    // pod is gone well before the 20 s grace period.
+    s.eventually("graceful running", LONG, || {
+        let p = s.get_json(&["pod", "graceful"])?;
+        (p["status"]["phase"] == "Running").then_some(())
+    });
+    let started = Instant::now();
+    s.kubectl_full(
+        &["delete", "pod", "graceful", "--wait=true"],
+        None,
+        &[],
+        LONG,
+    )
+    .ok();
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(15),
+        "deletion took {took:?}"
+    );
+}
