@@ -1,34 +1,134 @@
-//! `tandem bench nodes`: many emulated nodes heartbeating against one API server, pods bound to
-//! them round-robin (their image already present), and the figures the issue asks for: pod
-//! startup latency (create → Running, p50/p99), API latency of the creates (p50/p99), and the
-//! process's resident memory.
+//! `tandem bench nodes` (issue 6): many emulated nodes heartbeating against one API server, pods
+//! created through Deployments (so the ReplicaSet controller creates them and the scheduler binds
+//! them), and the figures the issue asks for: pod startup latency (create → Running, p50/p99,
+//! image already present), API latency during the run, and the process's peak resident memory.
 //!
-//! Pods are created directly bound (`spec.nodeName`), not through Deployments and the
-//! scheduler: this measures the agents and the API server, not the controllers.
+//! The caller runs the API server, the controllers and the scheduler in the same process; this
+//! module runs the agents and measures. Definitions of what is printed:
+//!
+//! - **pod startup**: per pod, from the first time the bench's pod watch sees it (the ReplicaSet
+//!   controller's create, observed on the bench's clock) to the first time it sees the pod with
+//!   `status.phase: Running`. The pod's `creationTimestamp` has one-second resolution, too coarse
+//!   for a one-second target, so the watch's observation of the create stands in for it; it lags
+//!   the create by the watch delivery time, which is small beside the figures measured. Split into
+//!   create → bound (first seen with `spec.nodeName`) and bound → Running.
+//! - **API latency**: a probe client of its own (its own connections) that, every 100 ms, GETs a
+//!   small ConfigMap and, independently, merge-patches it, from before the first Deployment until
+//!   the last pod runs. Each request is timed from send to response; a slow request does not
+//!   delay the next tick, so stalls are counted, not skipped.
+//! - **RSS**: the process's peak resident set size (`VmHWM` in `/proc/self/status`): API
+//!   server, store, watch cache, controllers, scheduler, agents and the bench together.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use tokio::time::Instant;
 
 use crate::config::{NodeConfig, Timing};
+use crate::runtime::emulated::PAUSE_IMAGE;
+
+/// Namespace of the bench's Deployments, pods and probe object.
+pub const NAMESPACE: &str = "bench-nodes";
+const PROBE: &str = "probe";
+const PROBE_PERIOD: Duration = Duration::from_millis(100);
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct NodesBenchOptions {
+    /// Emulated Linux nodes, named `bench-<i>`.
+    pub nodes: usize,
+    /// Pods in all, rounded up to whole Deployments.
+    pub pods: usize,
+    /// Replicas of each Deployment.
+    pub replicas: usize,
+    /// Pods per second to ask for, by spacing the Deployments' creation; `0` creates every
+    /// Deployment at once.
+    pub pod_rate: f64,
+    /// Give up waiting for pods to run after this long (from the first Deployment).
+    pub timeout: Duration,
+}
+
+/// The clients the bench uses. They can be clones of one client; separate ones keep the probe's
+/// and the bench's requests off the agents' connection pool, as separate processes would be.
+#[derive(Clone)]
+pub struct NodesBenchClients {
+    /// Shared by every emulated agent.
+    pub agents: Client,
+    /// Creates the Deployments and watches the pods.
+    pub bench: Client,
+    /// The API latency probe.
+    pub probe: Client,
+}
+
+/// p50, p99 and maximum of a set of durations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Percentiles {
+    pub count: usize,
+    pub p50: Duration,
+    pub p99: Duration,
+    pub max: Duration,
+}
+
+impl Percentiles {
+    /// Sorts `v` and takes nearest-rank percentiles.
+    pub fn of(mut v: Vec<Duration>) -> Percentiles {
+        v.sort_unstable();
+        Percentiles {
+            count: v.len(),
+            p50: percentile(&v, 0.5),
+            p99: percentile(&v, 0.99),
+            max: v.last().copied().unwrap_or_default(),
+        }
+    }
+}
+
+impl std::fmt::Display for Percentiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        write!(
+            f,
+            "p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} samples)",
+            ms(self.p50),
+            ms(self.p99),
+            ms(self.max),
+            self.count
+        )
+    }
+}
 
 /// The bench's figures.
 #[derive(Clone, Debug, Default)]
 pub struct BenchReport {
     pub nodes: usize,
-    pub pods: usize,
+    pub deployments: usize,
+    pub replicas: usize,
+    /// Pods the bench's watch saw created.
+    pub pods_created: usize,
     pub pods_running: usize,
-    pub startup_p50: Duration,
-    pub startup_p99: Duration,
-    pub api_p50: Duration,
-    pub api_p99: Duration,
-    pub rss_bytes: Option<u64>,
+    /// From starting the agents to every Node reporting Ready.
+    pub nodes_ready_after: Duration,
+    /// Create (first seen) → Running.
+    pub startup: Percentiles,
+    /// Create (first seen) → bound to a node (first seen with `spec.nodeName`).
+    pub create_to_bound: Percentiles,
+    /// Bound → Running.
+    pub bound_to_running: Percentiles,
+    /// Probe GET of a small ConfigMap every 100 ms.
+    pub api_get: Percentiles,
+    /// Probe merge-patch of the same ConfigMap every 100 ms.
+    pub api_patch: Percentiles,
+    /// Probe requests that failed.
+    pub api_errors: usize,
+    /// Peak resident set size (`VmHWM`).
+    pub peak_rss_bytes: Option<u64>,
+    /// From the first Deployment to the last pod Running (or the timeout).
     pub wall: Duration,
 }
 
@@ -36,24 +136,44 @@ impl std::fmt::Display for BenchReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "nodes: {} (emulated), pods: {} created, {} Running",
-            self.nodes, self.pods, self.pods_running
+            "nodes: {} emulated, all Ready after {:.1} s",
+            self.nodes,
+            self.nodes_ready_after.as_secs_f64()
         )?;
         writeln!(
             f,
-            "pod startup (create → Running): p50 {:?}, p99 {:?}",
-            self.startup_p50, self.startup_p99
+            "pods: {} Deployments × {} replicas; {} created, {} Running in {:.1} s ({:.0} pods/s)",
+            self.deployments,
+            self.replicas,
+            self.pods_created,
+            self.pods_running,
+            self.wall.as_secs_f64(),
+            self.pods_running as f64 / self.wall.as_secs_f64().max(1e-9)
         )?;
         writeln!(
             f,
-            "API create latency: p50 {:?}, p99 {:?}",
-            self.api_p50, self.api_p99
+            "pod startup (created → Running, watch-observed): {}",
+            self.startup
         )?;
-        match self.rss_bytes {
-            Some(b) => writeln!(f, "RSS: {:.1} MiB", b as f64 / (1024.0 * 1024.0))?,
-            None => writeln!(f, "RSS: unavailable")?,
+        writeln!(f, "  created → bound:  {}", self.create_to_bound)?;
+        writeln!(f, "  bound → Running:  {}", self.bound_to_running)?;
+        writeln!(
+            f,
+            "API latency (probe client, one request of each kind every 100 ms during the run):"
+        )?;
+        writeln!(f, "  GET configmap:    {}", self.api_get)?;
+        writeln!(f, "  PATCH configmap:  {}", self.api_patch)?;
+        if self.api_errors > 0 {
+            writeln!(f, "  probe errors:     {}", self.api_errors)?;
         }
-        write!(f, "wall time: {:?}", self.wall)
+        match self.peak_rss_bytes {
+            Some(b) => write!(
+                f,
+                "peak RSS (VmHWM) of the process: {:.0} MiB",
+                b as f64 / (1024.0 * 1024.0)
+            ),
+            None => write!(f, "peak RSS: unavailable"),
+        }
     }
 }
 
@@ -65,107 +185,311 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-/// The resident set size of this process (Linux `/proc/self/status`).
-pub fn rss_bytes() -> Option<u64> {
+fn proc_status_kib(field: &str) -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
+    let line = s.lines().find_map(|l| l.strip_prefix(field))?;
+    line.split_whitespace().next()?.parse().ok()
 }
 
-/// Starts `nodes` emulated Linux agents named `bench-<i>`, creates `pods` pods bound round-robin
-/// in namespace `default` with `concurrency` creates in flight, waits (at most `timeout`) until
-/// they are Running, and reports. Agents are stopped at the end; pods are left for inspection.
-pub async fn run_nodes_bench(
-    client: Client,
-    nodes: usize,
-    pods: usize,
-    concurrency: usize,
-    timeout: Duration,
-) -> BenchReport {
-    const IMAGE: &str = "registry.k8s.io/pause:3.10";
-    let start = Instant::now();
-    let mut agents = Vec::with_capacity(nodes);
-    for i in 0..nodes {
+/// The resident set size of this process now (`VmRSS`, Linux).
+pub fn rss_bytes() -> Option<u64> {
+    proc_status_kib("VmRSS:").map(|kb| kb * 1024)
+}
+
+/// The peak resident set size of this process (`VmHWM`, Linux).
+pub fn peak_rss_bytes() -> Option<u64> {
+    proc_status_kib("VmHWM:").map(|kb| kb * 1024)
+}
+
+/// When the bench's watch first saw each phase of a pod.
+#[derive(Clone, Copy, Debug)]
+struct PodTimes {
+    created: Instant,
+    bound: Option<Instant>,
+    running: Option<Instant>,
+}
+
+#[derive(Default)]
+struct Observed {
+    pods: HashMap<String, PodTimes>,
+    running: usize,
+}
+
+impl Observed {
+    fn see(&mut self, pod: &Pod, at: Instant) {
+        let Some(uid) = pod.metadata.uid.as_deref() else {
+            return;
+        };
+        let t = self.pods.entry(uid.to_string()).or_insert(PodTimes {
+            created: at,
+            bound: None,
+            running: None,
+        });
+        if t.bound.is_none() && pod.spec.as_ref().is_some_and(|s| s.node_name.is_some()) {
+            t.bound = Some(at);
+        }
+        let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        if running && t.running.is_none() {
+            t.running = Some(at);
+            self.running += 1;
+        }
+    }
+}
+
+#[derive(Default)]
+struct ProbeSamples {
+    get: Vec<Duration>,
+    patch: Vec<Duration>,
+    errors: usize,
+}
+
+/// Issues one GET and one merge-patch of the probe ConfigMap every [`PROBE_PERIOD`], each in its
+/// own task, until aborted.
+async fn probe_loop(client: Client, samples: Arc<Mutex<ProbeSamples>>) {
+    let api: Api<ConfigMap> = Api::namespaced(client, NAMESPACE);
+    let mut tick = tokio::time::interval(PROBE_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut n: u64 = 0;
+    loop {
+        tick.tick().await;
+        n += 1;
+        let (api_get, s_get) = (api.clone(), samples.clone());
+        tokio::spawn(async move {
+            let t = Instant::now();
+            let ok = api_get.get(PROBE).await.is_ok();
+            let d = t.elapsed();
+            let mut s = s_get.lock().unwrap_or_else(|p| p.into_inner());
+            if ok { s.get.push(d) } else { s.errors += 1 }
+        });
+        let (api_patch, s_patch) = (api.clone(), samples.clone());
+        tokio::spawn(async move {
+            let patch = serde_json::json!({ "data": { "n": n.to_string() } });
+            let t = Instant::now();
+            let ok = api_patch
+                .patch(PROBE, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .is_ok();
+            let d = t.elapsed();
+            let mut s = s_patch.lock().unwrap_or_else(|p| p.into_inner());
+            if ok { s.patch.push(d) } else { s.errors += 1 }
+        });
+    }
+}
+
+/// Starts `nodes` emulated Linux agents named `bench-<i>` (heartbeats on, streaming servers
+/// off), waits until every Node is Ready, then creates Deployments of `replicas` pause pods in
+/// [`NAMESPACE`] (paced to `pod_rate` pods/s) and waits (at most `timeout`) until all their pods
+/// run, measuring as the module documentation says. Agents are stopped at the end; the objects
+/// are left for inspection.
+pub async fn run_nodes_bench(clients: NodesBenchClients, opts: NodesBenchOptions) -> BenchReport {
+    let replicas = opts.replicas.max(1);
+    let deployments = opts.pods.div_ceil(replicas);
+    let want = deployments * replicas;
+    let mut report = BenchReport {
+        nodes: opts.nodes,
+        deployments,
+        replicas,
+        ..BenchReport::default()
+    };
+
+    let agents_started = Instant::now();
+    let mut agents = Vec::with_capacity(opts.nodes);
+    for i in 0..opts.nodes {
         let mut c = NodeConfig::linux(&format!("bench-{i}"));
-        c.capacity.pods = i64::try_from(pods / nodes.max(1) + 10).unwrap_or(i64::MAX);
         c.pod_cidr = Some(format!("10.{}.{}.0/24", 64 + (i / 256) % 64, i % 256));
         c.timing = Timing::default();
         c.streaming_port = None;
-        let client = client.clone();
+        let client = clients.agents.clone();
         agents.push(tokio::spawn(async move { crate::run(client, c).await }));
     }
-    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
-    // Watch for Running before creating, so no transition is missed.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
-    let watch_api = api.clone();
+    let nodes: Api<Node> = Api::all(clients.bench.clone());
+    loop {
+        let ready = nodes
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items.iter().filter(|n| is_bench_node_ready(n)).count())
+            .unwrap_or(0);
+        if ready >= opts.nodes || agents_started.elapsed() > opts.timeout {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    report.nodes_ready_after = agents_started.elapsed();
+
+    if let Err(e) = prepare_namespace(&clients.bench).await {
+        tracing::error!(error = %e, "bench namespace or probe object not created");
+    }
+    let samples = Arc::new(Mutex::new(ProbeSamples::default()));
+    let probe = tokio::spawn(probe_loop(clients.probe.clone(), samples.clone()));
+
+    // Watch the pods before creating anything, so no create is missed.
+    let observed = Arc::new(Mutex::new(Observed::default()));
+    let (done_tx, mut done_rx) = tokio::sync::watch::channel(0usize);
+    let pods: Api<Pod> = Api::namespaced(clients.bench.clone(), NAMESPACE);
+    let watch_observed = observed.clone();
     let watch = tokio::spawn(async move {
-        let wc = watcher::Config::default().labels("tandem.dev/bench=nodes");
-        let mut s = watcher(watch_api, wc).boxed();
+        let mut s = watcher(pods, watcher::Config::default()).boxed();
         while let Some(ev) = s.next().await {
-            if let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = ev
-                && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-            {
-                let _ = tx.send((p.metadata.name.unwrap_or_default(), Instant::now()));
+            let at = Instant::now();
+            if let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = ev {
+                let mut o = watch_observed.lock().unwrap_or_else(|p| p.into_inner());
+                o.see(&p, at);
+                let _ = done_tx.send(o.running);
             }
         }
     });
-    let created: std::sync::Arc<tokio::sync::Mutex<HashMap<String, Instant>>> = Default::default();
-    let api_lat: std::sync::Arc<tokio::sync::Mutex<Vec<Duration>>> = Default::default();
-    futures::stream::iter(0..pods)
-        .for_each_concurrent(concurrency.max(1), |i| {
-            let api = api.clone();
-            let created = created.clone();
-            let api_lat = api_lat.clone();
-            async move {
-                let name = format!("bench-pod-{i}");
-                let pod: Pod = match serde_json::from_value(serde_json::json!({
-                    "metadata": {"name": name, "labels": {"tandem.dev/bench": "nodes"}},
-                    "spec": {"nodeName": format!("bench-{}", i % nodes.max(1)),
-                             "containers": [{"name": "app", "image": IMAGE, "imagePullPolicy": "IfNotPresent"}]}
-                })) {
-                    Ok(p) => p,
-                    Err(_) => return,
-                };
-                let t = Instant::now();
-                if api.create(&PostParams::default(), &pod).await.is_ok() {
-                    api_lat.lock().await.push(t.elapsed());
-                    created.lock().await.insert(name, t);
+
+    let start = Instant::now();
+    let deadline = start + opts.timeout;
+    let creator = tokio::spawn(create_deployments(
+        clients.bench.clone(),
+        deployments,
+        replicas,
+        opts.pod_rate,
+    ));
+    let mut progress = tokio::time::interval(Duration::from_secs(10));
+    progress.tick().await;
+    loop {
+        tokio::select! {
+            changed = done_rx.changed() => {
+                if changed.is_err() || *done_rx.borrow() >= want {
+                    break;
                 }
             }
-        })
-        .await;
-    let mut startup = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    let deadline = start + timeout;
-    while seen.len() < pods {
-        let Ok(Some((name, at))) = tokio::time::timeout_at(deadline, rx.recv()).await else {
-            break;
-        };
-        if seen.insert(name.clone())
-            && let Some(t0) = created.lock().await.get(&name)
-        {
-            startup.push(at.saturating_duration_since(*t0));
+            _ = progress.tick() => {
+                let (seen, bound, running) = {
+                    let o = observed.lock().unwrap_or_else(|p| p.into_inner());
+                    (o.pods.len(), o.pods.values().filter(|t| t.bound.is_some()).count(), o.running)
+                };
+                eprintln!(
+                    "[{:>5.0} s] pods created {seen}, bound {bound}, Running {running} / {want}; RSS {:.0} MiB",
+                    start.elapsed().as_secs_f64(),
+                    rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0)
+                );
+            }
+            _ = tokio::time::sleep_until(deadline) => break,
         }
     }
+    report.wall = start.elapsed();
+    report.peak_rss_bytes = peak_rss_bytes();
+    creator.abort();
+    probe.abort();
     watch.abort();
-    let rss = rss_bytes();
     for a in agents {
         a.abort();
     }
-    startup.sort();
-    let mut lat = api_lat.lock().await.clone();
-    lat.sort();
-    BenchReport {
-        nodes,
-        pods: created.lock().await.len(),
-        pods_running: seen.len(),
-        startup_p50: percentile(&startup, 0.5),
-        startup_p99: percentile(&startup, 0.99),
-        api_p50: percentile(&lat, 0.5),
-        api_p99: percentile(&lat, 0.99),
-        rss_bytes: rss,
-        wall: start.elapsed(),
+
+    let o = observed.lock().unwrap_or_else(|p| p.into_inner());
+    report.pods_created = o.pods.len();
+    report.pods_running = o.running;
+    let mut startup = Vec::with_capacity(o.pods.len());
+    let mut to_bound = Vec::with_capacity(o.pods.len());
+    let mut to_running = Vec::with_capacity(o.pods.len());
+    for t in o.pods.values() {
+        if let Some(r) = t.running {
+            startup.push(r.saturating_duration_since(t.created));
+        }
+        if let Some(b) = t.bound {
+            to_bound.push(b.saturating_duration_since(t.created));
+            if let Some(r) = t.running {
+                to_running.push(r.saturating_duration_since(b));
+            }
+        }
+    }
+    report.startup = Percentiles::of(startup);
+    report.create_to_bound = Percentiles::of(to_bound);
+    report.bound_to_running = Percentiles::of(to_running);
+    let s = samples.lock().unwrap_or_else(|p| p.into_inner());
+    report.api_get = Percentiles::of(s.get.clone());
+    report.api_patch = Percentiles::of(s.patch.clone());
+    report.api_errors = s.errors;
+    report
+}
+
+fn is_bench_node_ready(n: &Node) -> bool {
+    n.metadata
+        .name
+        .as_deref()
+        .is_some_and(|name| name.starts_with("bench-"))
+        && n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+async fn prepare_namespace(client: &Client) -> Result<(), kube::Error> {
+    let ns = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some(NAMESPACE.into()),
+            ..Default::default()
+        },
+        ..Namespace::default()
+    };
+    create_or_keep(&Api::all(client.clone()), &ns).await?;
+    let cm = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(PROBE.into()),
+            ..Default::default()
+        },
+        data: Some([("n".to_string(), "0".to_string())].into()),
+        ..ConfigMap::default()
+    };
+    create_or_keep(&Api::namespaced(client.clone(), NAMESPACE), &cm).await
+}
+
+async fn create_or_keep<K>(api: &Api<K>, obj: &K) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), obj).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// A Deployment of `replicas` pause containers (the image every node has, `IfNotPresent`).
+fn deployment(name: &str, replicas: usize) -> Option<Deployment> {
+    serde_json::from_value(serde_json::json!({
+        "metadata": { "name": name },
+        "spec": {
+            "replicas": replicas,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name, "tandem.dev/bench": "nodes" } },
+                "spec": { "containers": [{
+                    "name": "pause", "image": PAUSE_IMAGE, "imagePullPolicy": "IfNotPresent"
+                }] }
+            }
+        }
+    }))
+    .ok()
+}
+
+/// Creates `count` Deployments `bench-<i>`, one every `replicas / pod_rate` seconds (all at once
+/// when `pod_rate` is 0), retrying each until the API accepts it.
+async fn create_deployments(client: Client, count: usize, replicas: usize, pod_rate: f64) {
+    let api: Api<Deployment> = Api::namespaced(client, NAMESPACE);
+    let interval = (pod_rate > 0.0).then(|| Duration::from_secs_f64(replicas as f64 / pod_rate));
+    let first = Instant::now();
+    let mut tasks = Vec::with_capacity(count);
+    for i in 0..count {
+        if let Some(iv) = interval {
+            tokio::time::sleep_until(first + iv.mul_f64(i as f64)).await;
+        }
+        let api = api.clone();
+        tasks.push(tokio::spawn(async move {
+            let Some(d) = deployment(&format!("bench-{i}"), replicas) else {
+                return;
+            };
+            while let Err(e) = create_or_keep(&api, &d).await {
+                tracing::warn!(error = %e, deployment = i, "bench Deployment not created; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
     }
 }
 
@@ -179,6 +503,49 @@ mod tests {
         assert_eq!(percentile(&v, 0.5), Duration::from_millis(51));
         assert_eq!(percentile(&v, 0.99), Duration::from_millis(99));
         assert_eq!(percentile(&[], 0.5), Duration::ZERO);
-        assert!(rss_bytes().is_some_and(|b| b > 0));
+        let p = Percentiles::of(v.into_iter().rev().collect());
+        assert_eq!(
+            (p.count, p.p50, p.max),
+            (100, Duration::from_millis(51), Duration::from_millis(100))
+        );
+    }
+
+    #[test]
+    fn rss_and_peak_rss_are_read_from_proc() {
+        let (now, peak) = (rss_bytes(), peak_rss_bytes());
+        assert!(now.is_some_and(|b| b > 0));
+        assert!(peak >= now);
+    }
+
+    #[test]
+    fn a_pod_is_timed_from_first_sight_to_bound_and_running() {
+        let mut o = Observed::default();
+        let t0 = Instant::now();
+        let mut p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a", "uid": "u1"}, "spec": {"containers": []}
+        }))
+        .expect("pod");
+        o.see(&p, t0);
+        p.spec.as_mut().expect("spec").node_name = Some("bench-0".into());
+        o.see(&p, t0 + Duration::from_millis(10));
+        p.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: Some("Running".into()),
+            ..Default::default()
+        });
+        o.see(&p, t0 + Duration::from_millis(30));
+        o.see(&p, t0 + Duration::from_millis(50));
+        let t = o.pods["u1"];
+        assert_eq!(o.running, 1);
+        assert_eq!(t.bound, Some(t0 + Duration::from_millis(10)));
+        assert_eq!(t.running, Some(t0 + Duration::from_millis(30)));
+    }
+
+    #[test]
+    fn bench_deployment_runs_the_preloaded_pause_image() {
+        let d = deployment("bench-3", 100).expect("deployment");
+        let spec = d.spec.expect("spec");
+        assert_eq!(spec.replicas, Some(100));
+        let c = &spec.template.spec.expect("pod spec").containers[0];
+        assert_eq!(c.image.as_deref(), Some(PAUSE_IMAGE));
     }
 }

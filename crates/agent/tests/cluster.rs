@@ -396,11 +396,37 @@ async fn agent_restart_keeps_running_pods_and_reregisters() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bench_nodes_small_run_brings_every_pod_to_running() {
+async fn bench_nodes_small_run_brings_every_deployment_pod_to_running() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (_server, client) = start_server(dir.path()).await.expect("server");
-    let report =
-        tandem_agent::bench::run_nodes_bench(client, 20, 200, 16, Duration::from_secs(60)).await;
+    let (server, client) = start_server(dir.path()).await.expect("server");
+    tandem_controllers::start_all(client.clone(), server.state.registry.clone());
+    tokio::spawn(tandem_scheduler::run(
+        client.clone(),
+        tandem_scheduler::SchedulerOptions::default(),
+    ));
+    let clients = tandem_agent::bench::NodesBenchClients {
+        agents: client.clone(),
+        bench: client.clone(),
+        probe: client,
+    };
+    let opts = tandem_agent::bench::NodesBenchOptions {
+        nodes: 10,
+        pods: 100,
+        replicas: 25,
+        pod_rate: 0.0,
+        timeout: Duration::from_secs(90),
+    };
+    let report = tandem_agent::bench::run_nodes_bench(clients, opts).await;
     println!("{report}");
-    assert_eq!((report.pods, report.pods_running), (200, 200), "{report}");
+    assert_eq!(report.deployments, 4, "{report}");
+    assert_eq!(
+        (report.pods_created, report.pods_running),
+        (100, 100),
+        "{report}"
+    );
+    assert!(
+        report.api_get.count > 0 && report.api_patch.count > 0,
+        "{report}"
+    );
+    assert!(report.peak_rss_bytes.is_some_and(|b| b > 0), "{report}");
 }

@@ -18,6 +18,7 @@ pub mod job;
 pub mod namespace;
 pub mod node_ipam;
 pub mod node_lifecycle;
+pub mod persistent_volume;
 pub mod replicaset;
 pub mod replication_controller;
 pub mod serviceaccount;
@@ -34,6 +35,7 @@ pub fn start_all(client: kube::Client, registry: Registry) {
     tokio::spawn(garbage_collector::run(client.clone(), registry.clone()));
     tokio::spawn(namespace::run(client.clone(), registry));
     tokio::spawn(serviceaccount::run(client.clone()));
+    tokio::spawn(persistent_volume::run(client.clone()));
     // One pod watch and cache shared by every controller that manages pods.
     let pods = informer::Informer::<Pod>::start(client.clone());
     let replicasets = informer::Informer::<ReplicaSet>::start(client.clone());

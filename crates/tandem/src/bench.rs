@@ -21,12 +21,17 @@ pub enum BenchCommand {
     /// Scheduler: emulated Node objects (4 CPU, 32 GiB, 110 pods; half Linux, half Windows of two
     /// builds) and pods of mixed OS, through the real API and store; pods/s and create→bind.
     Scheduler(SchedulerBench),
-    /// Node agents: emulated nodes heartbeating and pods bound to them; startup latency, API
-    /// latency and RSS.
+    /// Node agents (issue 6): emulated nodes heartbeating, pods created through Deployments
+    /// with the controllers and scheduler running; pod startup latency, API latency of a probe
+    /// client during the run, and peak RSS.
     Nodes(NodesBench),
     /// Controllers: one Deployment scaled from 0 to N replicas on emulated nodes, with the
     /// scheduler and controllers running; time until all pods exist and until all are Ready.
     Controllers(ControllersBench),
+    /// Real pods: one Linux node on tandem's private containerd (the local image already
+    /// present), pods through the API server and scheduler; create → Running, create → Ready
+    /// and sandbox creation times.
+    Startup(crate::bench_startup::StartupBench),
 }
 
 #[derive(Args)]
@@ -48,13 +53,19 @@ pub struct SchedulerBench {
 
 #[derive(Args)]
 pub struct NodesBench {
+    /// Emulated Linux nodes (heartbeating: Lease every 10 s, node status every 10 s).
     #[arg(long, default_value_t = 1_000)]
     nodes: usize,
+    /// Pods in all, created through Deployments (rounded up to whole Deployments).
     #[arg(long, default_value_t = 30_000)]
     pods: usize,
-    /// Pod creates in flight at once.
-    #[arg(long, default_value_t = 32)]
-    concurrency: usize,
+    /// Replicas per Deployment.
+    #[arg(long, default_value_t = 100)]
+    replicas: usize,
+    /// Pods per second asked for, by spacing the Deployments' creation; 0 creates every
+    /// Deployment at once.
+    #[arg(long, default_value_t = 0.0)]
+    pod_rate: f64,
     /// Give up waiting for pods to run after this many seconds.
     #[arg(long, default_value_t = 600)]
     timeout_secs: u64,
@@ -73,6 +84,7 @@ pub struct ApiBench {
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Api(b) => api(b).await,
+        BenchCommand::Startup(b) => crate::bench_startup::run(b).await,
         BenchCommand::Scheduler(b) => {
             let (_dir, _server, client) = bench_server().await?;
             println!(
@@ -109,17 +121,40 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             Ok(())
         }
         BenchCommand::Nodes(b) => {
-            let (_dir, _server, client) = bench_server().await?;
-            println!(
-                "tandem bench nodes: {} emulated nodes, {} pods (in-process API server on a durable SQLite store)",
-                b.nodes, b.pods
-            );
-            let report = tandem_agent::bench::run_nodes_bench(
+            let (dir, server, client) = bench_server().await?;
+            // Controllers and scheduler share one client, the agents another, the bench and
+            // its probe one each: separate connection pools, as separate processes would have.
+            tandem_controllers::start_all(client.clone(), server.state.registry.clone());
+            tokio::spawn(tandem_scheduler::run(
                 client,
+                tandem_scheduler::SchedulerOptions::default(),
+            ));
+            let kubeconfig = dir.path().join("kubeconfig");
+            let clients = tandem_agent::bench::NodesBenchClients {
+                agents: crate::cluster::client_from(&kubeconfig).await?,
+                bench: crate::cluster::client_from(&kubeconfig).await?,
+                probe: crate::cluster::client_from(&kubeconfig).await?,
+            };
+            println!(
+                "tandem bench nodes: {} emulated nodes, {} pods through Deployments of {} (pod rate: {}); API server, store, controllers, scheduler and agents in this process",
                 b.nodes,
                 b.pods,
-                b.concurrency,
-                Duration::from_secs(b.timeout_secs),
+                b.replicas,
+                if b.pod_rate > 0.0 {
+                    format!("{}/s", b.pod_rate)
+                } else {
+                    "unpaced".into()
+                }
+            );
+            let report = tandem_agent::bench::run_nodes_bench(
+                clients,
+                tandem_agent::bench::NodesBenchOptions {
+                    nodes: b.nodes,
+                    pods: b.pods,
+                    replicas: b.replicas,
+                    pod_rate: b.pod_rate,
+                    timeout: Duration::from_secs(b.timeout_secs),
+                },
             )
             .await;
             println!("{report}");
@@ -129,7 +164,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
 }
 
 /// A fresh server on a temp dir with an admin client, for benchmarks.
-async fn bench_server()
+pub(crate) async fn bench_server()
 -> anyhow::Result<(tempfile::TempDir, tandem_apiserver::ApiServer, kube::Client)> {
     let dir = tempfile::tempdir().context("cannot create a temp dir")?;
     let args = ServerArgs {
@@ -145,7 +180,7 @@ async fn bench_server()
     Ok((dir, server, client))
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }

@@ -16,6 +16,8 @@ use tandem_agent::runtime::cri::{CriConfig, CriRuntime};
 /// A Linux node running on containerd.
 pub struct CriNode {
     pub runtime: Arc<dyn Runtime>,
+    /// The same runtime as `runtime`, for what only the CRI backend offers (benchmark figures).
+    pub cri: Arc<CriRuntime>,
     pub containerd: Containerd,
     pub description: String,
 }
@@ -89,7 +91,8 @@ pub async fn start(
         ctrd.bridge_name()
     );
     Ok(CriNode {
-        runtime,
+        runtime: runtime.clone(),
+        cri: runtime,
         containerd: ctrd,
         description,
     })

@@ -314,3 +314,227 @@ spec:
         "deletion took {took:?}"
     );
 }
+
+#[test]
+fn volumes_attach_follow_tty_and_liveness_on_real_containers() {
+    let s = Server::start_up_cri("linux=1", "10.233.0.0/16");
+    s.eventually("the Linux node registered", Duration::from_secs(60), || {
+        s.get_json(&["node", "linux-1"]).map(|_| ())
+    });
+    let host_dir = s.dir().join("host-data");
+    std::fs::create_dir_all(&host_dir).unwrap();
+    std::fs::write(host_dir.join("from-host.txt"), "host file\n").unwrap();
+    let pv_dir = s.dir().join("pv-data");
+    let manifests = format!(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: creds}}
+stringData: {{password: hunter2}}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {{name: local-pv}}
+spec:
+  capacity: {{storage: 1Gi}}
+  accessModes: [ReadWriteOnce]
+  storageClassName: manual
+  hostPath: {{path: {pv}, type: DirectoryOrCreate}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: claim}}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: manual
+  volumeName: local-pv
+  resources: {{requests: {{storage: 1Gi}}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: volumes, labels: {{tier: test}}}}
+spec:
+  containers:
+  - name: main
+    image: tandem.local/busybox:1
+    command: ["sh", "-c", "echo written-by-pod > /claim/out.txt; i=0; while true; do i=$((i+1)); echo tick-$i; sleep 0.5; done"]
+    volumeMounts:
+    - {{name: secret, mountPath: /secret, readOnly: true}}
+    - {{name: info, mountPath: /info}}
+    - {{name: both, mountPath: /both}}
+    - {{name: host, mountPath: /host}}
+    - {{name: claim, mountPath: /claim}}
+  volumes:
+  - name: secret
+    secret: {{secretName: creds}}
+  - name: info
+    downwardAPI: {{items: [{{path: labels, fieldRef: {{fieldPath: metadata.labels}}}}]}}
+  - name: both
+    projected:
+      sources:
+      - secret: {{name: creds, items: [{{key: password, path: pw}}]}}
+      - downwardAPI: {{items: [{{path: name, fieldRef: {{fieldPath: metadata.name}}}}]}}
+  - name: host
+    hostPath: {{path: {host}, type: Directory}}
+  - name: claim
+    persistentVolumeClaim: {{claimName: claim}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: attachable}}
+spec:
+  containers:
+  - name: main
+    image: tandem.local/busybox:1
+    stdin: true
+    command: ["sh", "-c", "while read line; do echo \"got $line\"; done"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: unhealthy}}
+spec:
+  containers:
+  - name: main
+    image: tandem.local/busybox:1
+    command: ["sh", "-c", "touch /tmp/alive; sleep 600"]
+    livenessProbe:
+      exec: {{command: ["cat", "/tmp/alive"]}}
+      periodSeconds: 1
+      failureThreshold: 2
+"#,
+        pv = pv_dir.display(),
+        host = host_dir.display()
+    );
+    s.kubectl_stdin(&["apply", "-f", "-"], &manifests).ok();
+    for pod in ["volumes", "attachable", "unhealthy"] {
+        s.eventually(&format!("{pod} running"), LONG, || {
+            let p = s.get_json(&["pod", pod])?;
+            (p["status"]["phase"] == "Running").then_some(())
+        });
+    }
+
+    // Every volume kind shows up in the container with its content.
+    let read = |cmd: &str| {
+        s.kubectl(&["exec", "volumes", "--", "sh", "-c", cmd])
+            .ok()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(read("cat /secret/password"), "hunter2");
+    assert_eq!(read("cat /info/labels"), "tier=\"test\"");
+    assert_eq!(
+        read("cat /both/pw; echo; cat /both/name"),
+        "hunter2\nvolumes"
+    );
+    assert_eq!(read("cat /host/from-host.txt"), "host file");
+    let denied = s.kubectl(&["exec", "volumes", "--", "sh", "-c", "echo x > /secret/new"]);
+    assert!(!denied.success(), "a readOnly mount refuses writes");
+    s.eventually(
+        "the pod's write on the PVC's hostPath",
+        Duration::from_secs(10),
+        || {
+            let text = std::fs::read_to_string(pv_dir.join("out.txt")).ok()?;
+            (text.trim() == "written-by-pod").then_some(())
+        },
+    );
+
+    // logs -f streams new lines as they are written; --since limits to recent ones.
+    let mut follow = s.kubectl_stream(&["logs", "-f", "volumes"]);
+    let first = follow.wait_for("a tick", Duration::from_secs(20), |l| {
+        l.starts_with("tick-")
+    });
+    let n: u64 = first.trim_start_matches("tick-").parse().unwrap();
+    follow.wait_for("a later tick", Duration::from_secs(20), |l| {
+        l.trim_start_matches("tick-")
+            .parse::<u64>()
+            .is_ok_and(|m| m >= n + 3)
+    });
+    drop(follow);
+    let recent = s.kubectl(&["logs", "volumes", "--since=2s"]);
+    let lines = recent.ok().lines().count();
+    assert!(
+        (1..=8).contains(&lines),
+        "--since=2s keeps the last few ticks, got {lines} lines"
+    );
+
+    // attach: stdin reaches the main process, its output comes back. stdin stays open a
+    // little after the line so the answer arrives before kubectl hangs up.
+    let attached = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "(echo hello; sleep 3) | timeout 30 kubectl attach -i attachable",
+        ])
+        .env("KUBECONFIG", s.kubeconfig())
+        .env("HOME", s.dir())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&attached.stdout);
+    assert!(text.contains("got hello"), "{text}");
+
+    // exec -it with a real terminal: `script` gives kubectl a pty; the shell sees a tty and
+    // its exit code comes back.
+    let kubeconfig = s.kubeconfig();
+    let tty = std::process::Command::new("script")
+        .args([
+            "-qec",
+            &format!(
+                "kubectl --kubeconfig {} exec -it volumes -- sh -c 'tty; exit 4'",
+                kubeconfig.display()
+            ),
+            "/dev/null",
+        ])
+        .env("HOME", s.dir())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&tty.stdout);
+    assert!(out.contains("/dev/pts/"), "the shell has a terminal: {out}");
+    assert_eq!(tty.status.code(), Some(4), "{out}");
+
+    // A failing liveness probe restarts the container.
+    s.kubectl(&["exec", "unhealthy", "--", "rm", "/tmp/alive"])
+        .ok();
+    s.eventually("the unhealthy container restarted", LONG, || {
+        let p = s.get_json(&["pod", "unhealthy"])?;
+        (p["status"]["containerStatuses"][0]["restartCount"].as_i64()? >= 1).then_some(())
+    });
+    let events = s.kubectl(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=unhealthy",
+    ]);
+    assert!(
+        events.ok().contains("Liveness probe failed"),
+        "{}",
+        events.stdout
+    );
+}
+
+#[test]
+fn up_falls_back_to_emulated_and_says_why_when_images_are_missing() {
+    let s = Server::start_up_with(&[
+        "--linux-runtime",
+        "auto",
+        "--nodes",
+        "linux=1",
+        "--images-dir",
+        "/nonexistent/tandem-images",
+    ]);
+    s.eventually(
+        "the Linux node on the emulated runtime",
+        Duration::from_secs(60),
+        || {
+            let n = s.get_json(&["node", "linux-1"])?;
+            n["status"]["nodeInfo"]["containerRuntimeVersion"]
+                .as_str()?
+                .starts_with("emulated://")
+                .then_some(())
+        },
+    );
+    let log = s.log();
+    assert!(
+        log.contains("real containers unavailable") && log.contains("scripts/build-images.sh"),
+        "{log}"
+    );
+}

@@ -169,6 +169,25 @@ impl Server {
         server
     }
 
+    /// `tandem up` with exactly these flags after `up` (plus the data dir, port and kubeconfig).
+    pub fn start_up_with(flags: &[&str]) -> Server {
+        let dir = tempfile::Builder::new()
+            .prefix("tandem-e2e-up-")
+            .tempdir()
+            .expect("create temp dir");
+        let mut command = vec!["up".to_string()];
+        command.extend(flags.iter().map(|f| f.to_string()));
+        let mut server = Server {
+            dir,
+            child: None,
+            starts: 0,
+            command,
+            graceful: true,
+        };
+        server.spawn();
+        server
+    }
+
     /// Stops the server with SIGTERM and waits (up to 60 s) for it to exit.
     pub fn terminate(&mut self) {
         if let Some(mut child) = self.child.take() {

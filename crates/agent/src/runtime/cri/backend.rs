@@ -13,11 +13,11 @@
 //!
 //! Container ids are `containerd://<id>`, as `containerID` shows them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Container, HTTPGetAction, LifecycleHandler, Pod, Probe};
@@ -45,6 +45,8 @@ const SPEC_ANNOTATION: &str = "tandem.dev/container-spec";
 const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
 /// How often the status cache is refreshed from the runtime (the kubelet's relist period).
 const RELIST: Duration = Duration::from_secs(1);
+/// How many RunPodSandbox durations [`CriRuntime::sandbox_create_durations`] keeps.
+const SANDBOX_DURATIONS_KEPT: usize = 10_000;
 
 /// What the backend needs to know about its node.
 #[derive(Clone, Debug)]
@@ -85,6 +87,9 @@ struct State {
     volumes: HashMap<String, PodVolumes>,
     /// The next sandbox attempt per pod UID (a failed RunPodSandbox reserves its name).
     attempts: HashMap<String, u32>,
+    /// Durations of the successful RunPodSandbox calls, oldest first, at most
+    /// [`SANDBOX_DURATIONS_KEPT`].
+    sandbox_create: VecDeque<Duration>,
 }
 
 /// The `cri` backend.
@@ -184,6 +189,13 @@ impl CriRuntime {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How long each successful RunPodSandbox took (the gRPC call as this backend sees it,
+    /// queueing in the runtime included), oldest first; the last 10,000 are kept. For
+    /// `tandem bench startup`'s sandbox creation time.
+    pub fn sandbox_create_durations(&self) -> Vec<Duration> {
+        self.lock().sandbox_create.iter().copied().collect()
     }
 
     async fn refresh_images(&self) {
@@ -591,8 +603,16 @@ impl Runtime for CriRuntime {
             .as_ref()
             .and_then(|s| s.host_network)
             .unwrap_or(false);
+        let started = Instant::now();
         let id = match self.client.run_pod_sandbox(cfg, "").await {
-            Ok(id) => id,
+            Ok(id) => {
+                let mut state = self.lock();
+                if state.sandbox_create.len() == SANDBOX_DURATIONS_KEPT {
+                    state.sandbox_create.pop_front();
+                }
+                state.sandbox_create.push_back(started.elapsed());
+                id
+            }
             Err(e) => {
                 self.lock().attempts.insert(uid.clone(), attempt + 1);
                 // Whatever the failure left behind is removed by its (bumped) attempt's retry.
