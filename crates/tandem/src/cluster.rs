@@ -234,9 +234,23 @@ pub struct AgentArgs {
     /// Windows process priority class for the agent (one of the six Windows names).
     #[arg(long)]
     pub windows_priorityclass: Option<String>,
-    /// Where the emulated runtime keeps its state across restarts.
+    /// Where the runtime keeps its state across restarts (for `cri`: containerd's directories,
+    /// pod volumes and logs; default `.tandem-agent/<node>`).
     #[arg(long)]
     pub state_dir: Option<PathBuf>,
+    /// The node's InternalIP; the streaming server (logs, exec, port-forward) listens there.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub node_ip: std::net::IpAddr,
+    /// The node's pod CIDR (required with `--container-runtime cri`; otherwise taken from the
+    /// Node once the controller manager assigns one).
+    #[arg(long)]
+    pub pod_cidr: Option<String>,
+    /// `emulated` (no processes), or `cri` to run real Linux pods on a private containerd.
+    #[arg(long, value_enum, default_value_t = crate::LinuxRuntime::Emulated)]
+    pub container_runtime: crate::LinuxRuntime,
+    /// Where the local OCI images are (default: `images/` beside the binary's directory).
+    #[arg(long)]
+    pub images_dir: Option<PathBuf>,
 }
 
 /// Runs one node agent until Ctrl-C or SIGTERM.
@@ -270,19 +284,72 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         tandem_agent::validate_windows_priority_class(p)?;
         node.windows_priorityclass = Some(p.clone());
     }
+    node.internal_ip = args.node_ip;
+    node.pod_cidr = args.pod_cidr.clone();
+    let node_dir = args
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(".tandem-agent").join(&node.name));
     node.state_dir = args.state_dir.clone();
     node.validate()?;
     let client = client_from(&args.kubeconfig).await?;
-    println!(
-        "tandem agent: node {} ({}) — emulated runtime: no processes run",
-        node.name,
-        node.os.as_str()
-    );
-    tokio::select! {
-        r = tandem_agent::run(client, node) => r.context("node agent failed")?,
-        _ = wait_for_shutdown() => println!("tandem agent: shutting down"),
+    let shutdown = tokio::spawn(wait_for_shutdown());
+    let mut cri = None;
+    match args.container_runtime {
+        crate::LinuxRuntime::Emulated => println!(
+            "tandem agent: node {} ({}) — emulated runtime: no processes run",
+            node.name,
+            node.os.as_str()
+        ),
+        crate::LinuxRuntime::Cri | crate::LinuxRuntime::Auto => {
+            if node.os != tandem_agent::NodeOs::Linux {
+                anyhow::bail!(
+                    "--container-runtime cri runs Linux nodes only; Windows nodes are emulated"
+                );
+            }
+            if node.pod_cidr.is_none() {
+                anyhow::bail!("--container-runtime cri needs --pod-cidr");
+            }
+            let images_dir = args
+                .images_dir
+                .clone()
+                .or_else(crate::cri_node::default_images_dir)
+                .unwrap_or_else(|| PathBuf::from("target/images"));
+            if let Some(why) = crate::cri_node::unavailable_reason(&images_dir) {
+                anyhow::bail!("--container-runtime cri: {why}");
+            }
+            node.state_dir = Some(node_dir.clone());
+            let node_cri =
+                crate::cri_node::start(&mut node, &node_dir, &images_dir, client.clone()).await?;
+            println!(
+                "tandem agent: node {} (linux) — {}",
+                node.name, node_cri.description
+            );
+            cri = Some(node_cri);
+        }
     }
-    Ok(())
+    let runtime = cri.as_ref().map(|c| c.runtime.clone());
+    let result = tokio::select! {
+        r = async {
+            match runtime {
+                Some(rt) => {
+                    tandem_agent::run_with_runtime(client, node, rt, tandem_agent::clock::Clock::new())
+                        .await
+                }
+                None => tandem_agent::run(client, node).await,
+            }
+        } => r.context("node agent failed"),
+        _ = shutdown => {
+            println!("tandem agent: shutting down");
+            Ok(())
+        }
+    };
+    if let Some(c) = &cri
+        && let Err(e) = c.containerd.shutdown(true).await
+    {
+        eprintln!("tandem agent: containerd shutdown: {e}");
+    }
+    result
 }
 
 async fn wait_for_shutdown() {

@@ -538,3 +538,81 @@ fn up_falls_back_to_emulated_and_says_why_when_images_are_missing() {
         "{log}"
     );
 }
+
+#[test]
+fn standalone_agent_joins_with_real_containers_and_cleans_up_on_sigterm() {
+    let s = Server::start();
+    let state = s.dir().join("agent-state");
+    let log = std::fs::File::create(s.dir().join("agent.log")).unwrap();
+    let mut agent = std::process::Command::new(env!("CARGO_BIN_EXE_tandem"))
+        .args([
+            "agent",
+            "--kubeconfig",
+            &s.kubeconfig().display().to_string(),
+            "--hostname-override",
+            "real-1",
+            "--container-runtime",
+            "cri",
+            "--pod-cidr",
+            "10.235.0.0/24",
+            "--node-ip",
+            "127.0.0.1",
+            "--state-dir",
+            &state.display().to_string(),
+        ])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    s.eventually("node real-1 on containerd", Duration::from_secs(60), || {
+        let n = s.get_json(&["node", "real-1"])?;
+        n["status"]["nodeInfo"]["containerRuntimeVersion"]
+            .as_str()?
+            .starts_with("containerd://")
+            .then_some(())
+    });
+    let pod = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: hello}
+spec:
+  nodeName: real-1
+  containers:
+  - {name: main, image: tandem.local/busybox:1, command: ["sh", "-c", "echo hello from real-1; sleep 600"]}
+"#;
+    s.kubectl_stdin(&["apply", "-f", "-"], pod).ok();
+    s.eventually("hello logs", LONG, || {
+        let out = s.kubectl(&["logs", "hello"]);
+        out.stdout.contains("hello from real-1").then_some(())
+    });
+    let ip = s.get_json(&["pod", "hello"]).unwrap()["status"]["podIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(in_cidr(&ip, "10.235.0."), "{ip}");
+
+    // SIGTERM: the agent removes its pods and stops its containerd.
+    std::process::Command::new("kill")
+        .args(["-TERM", &agent.id().to_string()])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut exited = false;
+    while Instant::now() < deadline {
+        if agent.try_wait().unwrap().is_some() {
+            exited = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if !exited {
+        let _ = agent.kill();
+    }
+    assert!(exited, "the agent stops on SIGTERM");
+    let config = state.join("containerd").join("config.toml");
+    let ps = std::process::Command::new("ps").args(["-eo", "args"]).output().unwrap();
+    let still = String::from_utf8_lossy(&ps.stdout)
+        .lines()
+        .any(|l| l.contains(&config.display().to_string()));
+    assert!(!still, "containerd stopped with the agent");
+}
