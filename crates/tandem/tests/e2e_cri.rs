@@ -616,3 +616,45 @@ spec:
         .any(|l| l.contains(&config.display().to_string()));
     assert!(!still, "containerd stopped with the agent");
 }
+
+#[test]
+fn kill_9_and_restart_readopts_running_containers() {
+    let mut s = Server::start_up_cri("linux=1", "10.237.0.0/16");
+    s.eventually("the Linux node registered", Duration::from_secs(60), || {
+        s.get_json(&["node", "linux-1"]).map(|_| ())
+    });
+    let pod = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: survivor}
+spec:
+  containers:
+  - {name: web, image: tandem.local/busybox:1, command: ["httpd", "-f", "-p", "80", "-h", "/var/www"]}
+"#;
+    s.kubectl_stdin(&["apply", "-f", "-"], pod).ok();
+    let before = s.eventually("survivor running", LONG, || {
+        let p = s.get_json(&["pod", "survivor"])?;
+        (p["status"]["phase"] == "Running").then_some(p)
+    });
+    let id = before["status"]["containerStatuses"][0]["containerID"].clone();
+    let ip = before["status"]["podIP"].as_str().unwrap().to_string();
+
+    // No clean shutdown: containerd and the pod keep running; the next start adopts them.
+    s.restart();
+    s.eventually("the node Ready again", Duration::from_secs(60), || {
+        let n = s.get_json(&["node", "linux-1"])?;
+        let ready = n["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        ready.then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let after = s.get_json(&["pod", "survivor"]).unwrap();
+    assert_eq!(after["status"]["phase"], "Running");
+    assert_eq!(after["status"]["containerStatuses"][0]["containerID"], id);
+    assert_eq!(after["status"]["containerStatuses"][0]["restartCount"], 0);
+    assert_eq!(after["status"]["podIP"], ip.as_str());
+    let (code, _) = http_get(&format!("{ip}:80"), "/").expect("the pod still serves");
+    assert_eq!(code, 200);
+}
