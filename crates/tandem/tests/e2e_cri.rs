@@ -610,7 +610,10 @@ spec:
     }
     assert!(exited, "the agent stops on SIGTERM");
     let config = state.join("containerd").join("config.toml");
-    let ps = std::process::Command::new("ps").args(["-eo", "args"]).output().unwrap();
+    let ps = std::process::Command::new("ps")
+        .args(["-eo", "args"])
+        .output()
+        .unwrap();
     let still = String::from_utf8_lossy(&ps.stdout)
         .lines()
         .any(|l| l.contains(&config.display().to_string()));
@@ -657,4 +660,143 @@ spec:
     assert_eq!(after["status"]["podIP"], ip.as_str());
     let (code, _) = http_get(&format!("{ip}:80"), "/").expect("the pod still serves");
     assert_eq!(code, 200);
+}
+
+/// One exec over websocket `v4.channel.k8s.io`, as kube-rs and the Python client speak it: a raw
+/// TLS connection with the admin token, the upgrade, then the channel frames until the close.
+/// Returns the status line and `(channel, payload)` of every data frame.
+fn websocket_exec(
+    s: &Server,
+    pod: &str,
+    command: &[&str],
+    protocol: &str,
+) -> (String, Vec<(u8, Vec<u8>)>) {
+    use std::sync::Arc;
+    let pki = s.data_dir().join("pki");
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = std::fs::read_to_string(pki.join("ca.crt")).unwrap();
+    use rustls::pki_types::pem::PemObject;
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let token = std::fs::read_to_string(pki.join("tokens.csv")).unwrap();
+    let token = token.split(',').next().unwrap().trim().to_string();
+    let url = s.url();
+    let addr = url.trim_start_matches("https://").to_string();
+    let tcp = TcpStream::connect(&addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let conn = rustls::ClientConnection::new(Arc::new(tls), name).unwrap();
+    let mut stream = rustls::StreamOwned::new(conn, tcp);
+    let mut query = String::new();
+    for c in command {
+        let enc: String = c
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        query.push_str(&format!("command={enc}&"));
+    }
+    write!(
+        stream,
+        "GET /api/v1/namespaces/default/pods/{pod}/exec?{query}stdout=true&stderr=true HTTP/1.1\r\n\
+         Host: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Protocol: {protocol}\r\n\r\n"
+    )
+    .unwrap();
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => data.extend_from_slice(&buf[..n]),
+        }
+        // A refused upgrade is complete once its head is in (the connection stays open).
+        if data.windows(4).any(|w| w == b"\r\n\r\n") && !data.starts_with(b"HTTP/1.1 101") {
+            break;
+        }
+    }
+    let head_end = data
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(data.len(), |i| i + 4);
+    let status = String::from_utf8_lossy(&data[..head_end])
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let mut frames = Vec::new();
+    let rest = &data[head_end..];
+    let mut i = 0;
+    while status.contains(" 101 ") && i + 2 <= rest.len() {
+        let opcode = rest[i] & 0x0f;
+        let mut len = usize::from(rest[i + 1] & 0x7f);
+        i += 2;
+        if len == 126 {
+            len = usize::from(u16::from_be_bytes([rest[i], rest[i + 1]]));
+            i += 2;
+        }
+        let payload = &rest[i..(i + len).min(rest.len())];
+        i += len;
+        if opcode == 2 && !payload.is_empty() {
+            frames.push((payload[0], payload[1..].to_vec()));
+        }
+    }
+    (status, frames)
+}
+
+#[test]
+fn websocket_v4_exec_works_for_kube_rs_and_python_style_clients() {
+    let s = Server::start_up_cri("linux=1", "10.239.0.0/16");
+    s.eventually("the Linux node registered", Duration::from_secs(60), || {
+        s.get_json(&["node", "linux-1"]).map(|_| ())
+    });
+    let pod = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: shell}
+spec:
+  containers: [{name: main, image: tandem.local/busybox:1, command: ["sleep", "600"]}]
+"#;
+    s.kubectl_stdin(&["apply", "-f", "-"], pod).ok();
+    s.eventually("shell running", LONG, || {
+        let p = s.get_json(&["pod", "shell"])?;
+        (p["status"]["phase"] == "Running").then_some(())
+    });
+    let (status, frames) = websocket_exec(
+        &s,
+        "shell",
+        &["sh", "-c", "echo hi; exit 3"],
+        "v4.channel.k8s.io",
+    );
+    assert!(status.contains(" 101 "), "{status}");
+    let stdout: Vec<u8> = frames
+        .iter()
+        .filter(|(c, _)| *c == 1)
+        .flat_map(|(_, p)| p.clone())
+        .collect();
+    assert_eq!(String::from_utf8_lossy(&stdout), "hi\n");
+    let error = frames
+        .iter()
+        .find(|(c, p)| *c == 3 && p.starts_with(b"{"))
+        .map(|(_, p)| serde_json::from_slice::<Value>(p).unwrap())
+        .expect("a status frame on channel 3");
+    assert_eq!(error["reason"], "NonZeroExitCode");
+    assert_eq!(error["details"]["causes"][0]["message"], "3");
+    // v5 alone is refused, which is what sends kubectl 1.32 to SPDY.
+    let (status, _) = websocket_exec(&s, "shell", &["true"], "v5.channel.k8s.io");
+    assert!(status.contains(" 403 "), "{status}");
 }
