@@ -84,6 +84,23 @@ fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
     Some((code, buf))
 }
 
+/// Waits until the node has registered.
+fn wait_for_node(s: &Server, name: &str) {
+    s.eventually(
+        &format!("node {name} registered"),
+        Duration::from_secs(60),
+        || s.get_json(&["node", name]).map(|_| ()),
+    );
+}
+
+/// Waits until the pod's phase is Running and returns it.
+fn wait_running(s: &Server, pod: &str) -> Value {
+    s.eventually(&format!("{pod} running"), LONG, || {
+        let p = s.get_json(&["pod", pod])?;
+        (p["status"]["phase"] == "Running").then_some(p)
+    })
+}
+
 fn in_cidr(ip: &str, prefix: &str) -> bool {
     ip.starts_with(prefix)
 }
@@ -201,10 +218,7 @@ spec:
   containers: [{name: iis, image: mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022}]
 "#;
     s.kubectl_stdin(&["apply", "-f", "-"], win).ok();
-    s.eventually("the Windows pod running", LONG, || {
-        let p = s.get_json(&["pod", "win"])?;
-        (p["status"]["phase"] == "Running").then_some(())
-    });
+    wait_running(&s, "win");
     let refused = s.kubectl(&["exec", "win", "--", "cmd"]);
     assert!(refused.err().contains("emulated"), "{}", refused.combined());
 }
@@ -212,9 +226,7 @@ spec:
 #[test]
 fn restarts_keep_previous_logs_and_deletion_is_graceful() {
     let s = Server::start_up_cri("linux=1", "10.232.0.0/16");
-    s.eventually("the Linux node registered", Duration::from_secs(60), || {
-        s.get_json(&["node", "linux-1"]).map(|_| ())
-    });
+    wait_for_node(&s, "linux-1");
     let pods = r#"
 apiVersion: v1
 kind: Pod
@@ -296,10 +308,7 @@ spec:
 
     // Deletion sends SIGTERM and waits for the process: the trap's 2 s are honoured, and the
     // pod is gone well before the 20 s grace period.
-    s.eventually("graceful running", LONG, || {
-        let p = s.get_json(&["pod", "graceful"])?;
-        (p["status"]["phase"] == "Running").then_some(())
-    });
+    wait_running(&s, "graceful");
     let started = Instant::now();
     s.kubectl_full(
         &["delete", "pod", "graceful", "--wait=true"],
@@ -318,9 +327,7 @@ spec:
 #[test]
 fn volumes_attach_follow_tty_and_liveness_on_real_containers() {
     let s = Server::start_up_cri("linux=1", "10.233.0.0/16");
-    s.eventually("the Linux node registered", Duration::from_secs(60), || {
-        s.get_json(&["node", "linux-1"]).map(|_| ())
-    });
+    wait_for_node(&s, "linux-1");
     let host_dir = s.dir().join("host-data");
     std::fs::create_dir_all(&host_dir).unwrap();
     std::fs::write(host_dir.join("from-host.txt"), "host file\n").unwrap();
@@ -407,10 +414,7 @@ spec:
     );
     s.kubectl_stdin(&["apply", "-f", "-"], &manifests).ok();
     for pod in ["volumes", "attachable", "unhealthy"] {
-        s.eventually(&format!("{pod} running"), LONG, || {
-            let p = s.get_json(&["pod", pod])?;
-            (p["status"]["phase"] == "Running").then_some(())
-        });
+        wait_running(&s, pod);
     }
 
     // Every volume kind shows up in the container with its content.
@@ -623,9 +627,7 @@ spec:
 #[test]
 fn kill_9_and_restart_readopts_running_containers() {
     let mut s = Server::start_up_cri("linux=1", "10.237.0.0/16");
-    s.eventually("the Linux node registered", Duration::from_secs(60), || {
-        s.get_json(&["node", "linux-1"]).map(|_| ())
-    });
+    wait_for_node(&s, "linux-1");
     let pod = r#"
 apiVersion: v1
 kind: Pod
@@ -635,10 +637,7 @@ spec:
   - {name: web, image: tandem.local/busybox:1, command: ["httpd", "-f", "-p", "80", "-h", "/var/www"]}
 "#;
     s.kubectl_stdin(&["apply", "-f", "-"], pod).ok();
-    let before = s.eventually("survivor running", LONG, || {
-        let p = s.get_json(&["pod", "survivor"])?;
-        (p["status"]["phase"] == "Running").then_some(p)
-    });
+    let before = wait_running(&s, "survivor");
     let id = before["status"]["containerStatuses"][0]["containerID"].clone();
     let ip = before["status"]["podIP"].as_str().unwrap().to_string();
 
@@ -761,9 +760,7 @@ fn websocket_exec(
 #[test]
 fn websocket_v4_exec_works_for_kube_rs_and_python_style_clients() {
     let s = Server::start_up_cri("linux=1", "10.239.0.0/16");
-    s.eventually("the Linux node registered", Duration::from_secs(60), || {
-        s.get_json(&["node", "linux-1"]).map(|_| ())
-    });
+    wait_for_node(&s, "linux-1");
     let pod = r#"
 apiVersion: v1
 kind: Pod
@@ -772,10 +769,7 @@ spec:
   containers: [{name: main, image: tandem.local/busybox:1, command: ["sleep", "600"]}]
 "#;
     s.kubectl_stdin(&["apply", "-f", "-"], pod).ok();
-    s.eventually("shell running", LONG, || {
-        let p = s.get_json(&["pod", "shell"])?;
-        (p["status"]["phase"] == "Running").then_some(())
-    });
+    wait_running(&s, "shell");
     let (status, frames) = websocket_exec(
         &s,
         "shell",

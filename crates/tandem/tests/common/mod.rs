@@ -94,48 +94,38 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts a server on a fresh data dir and waits until it is ready.
-    pub fn start() -> Server {
+    /// Runs `tandem ARGS` (plus the data dir, port and kubeconfig) in a fresh temporary
+    /// directory and waits until the API is ready. `graceful` servers are stopped with SIGTERM
+    /// when dropped, so that tandem can remove real containers.
+    fn launch(prefix: &str, args: &[&str], graceful: bool) -> Server {
         let dir = tempfile::Builder::new()
-            .prefix("tandem-e2e-")
+            .prefix(prefix)
             .tempdir()
             .expect("create temp dir");
         let mut server = Server {
             dir,
             child: None,
             starts: 0,
-            command: vec!["server".to_string()],
-            graceful: false,
+            command: args.iter().map(|a| a.to_string()).collect(),
+            graceful,
         };
         server.spawn();
         server
     }
 
+    /// Starts a server on a fresh data dir and waits until it is ready.
+    pub fn start() -> Server {
+        Server::launch("tandem-e2e-", &["server"], false)
+    }
+
     /// Starts the whole cluster with `tandem up` (control plane and emulated nodes; the default
     /// nodes when `nodes` is `None`) and waits until the API is ready.
     pub fn start_up(nodes: Option<&str>) -> Server {
-        let dir = tempfile::Builder::new()
-            .prefix("tandem-e2e-up-")
-            .tempdir()
-            .expect("create temp dir");
-        let mut command = vec![
-            "up".to_string(),
-            "--linux-runtime".to_string(),
-            "emulated".to_string(),
-        ];
+        let mut args = vec!["up", "--linux-runtime", "emulated"];
         if let Some(n) = nodes {
-            command.push("--nodes".to_string());
-            command.push(n.to_string());
+            args.extend(["--nodes", n]);
         }
-        let mut server = Server {
-            dir,
-            child: None,
-            starts: 0,
-            command,
-            graceful: false,
-        };
-        server.spawn();
-        server
+        Server::launch("tandem-e2e-up-", &args, false)
     }
 
     /// `tandem up` whose first Linux node runs real containers on its private containerd
@@ -143,11 +133,7 @@ impl Server {
     /// tests do not share addresses. Dropping it stops tandem with SIGTERM, which removes the
     /// pods and stops containerd.
     pub fn start_up_cri(nodes: &str, cluster_cidr: &str) -> Server {
-        let dir = tempfile::Builder::new()
-            .prefix("tandem-e2e-cri-")
-            .tempdir()
-            .expect("create temp dir");
-        let command = [
+        let args = [
             "up",
             "--linux-runtime",
             "cri",
@@ -155,37 +141,15 @@ impl Server {
             nodes,
             "--cluster-cidr",
             cluster_cidr,
-        ]
-        .map(String::from)
-        .to_vec();
-        let mut server = Server {
-            dir,
-            child: None,
-            starts: 0,
-            command,
-            graceful: true,
-        };
-        server.spawn();
-        server
+        ];
+        Server::launch("tandem-e2e-cri-", &args, true)
     }
 
-    /// `tandem up` with exactly these flags after `up` (plus the data dir, port and kubeconfig).
+    /// `tandem up` with exactly these flags after `up`.
     pub fn start_up_with(flags: &[&str]) -> Server {
-        let dir = tempfile::Builder::new()
-            .prefix("tandem-e2e-up-")
-            .tempdir()
-            .expect("create temp dir");
-        let mut command = vec!["up".to_string()];
-        command.extend(flags.iter().map(|f| f.to_string()));
-        let mut server = Server {
-            dir,
-            child: None,
-            starts: 0,
-            command,
-            graceful: true,
-        };
-        server.spawn();
-        server
+        let mut args = vec!["up"];
+        args.extend_from_slice(flags);
+        Server::launch("tandem-e2e-up-", &args, true)
     }
 
     /// Stops the server with SIGTERM and waits (up to 60 s) for it to exit.
