@@ -466,14 +466,18 @@ spec:
     let attached = std::process::Command::new("sh")
         .args([
             "-c",
-            "(echo hello; sleep 3) | timeout 30 kubectl attach -i attachable",
+            "(echo hello; sleep 6) | timeout 30 kubectl attach -i attachable -v=6",
         ])
         .env("KUBECONFIG", s.kubeconfig())
         .env("HOME", s.dir())
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&attached.stdout);
-    assert!(text.contains("got hello"), "{text}");
+    assert!(
+        text.contains("got hello"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&attached.stderr)
+    );
 
     // exec -it with a real terminal: `script` gives kubectl a pty; the shell sees a tty and
     // its exit code comes back.
