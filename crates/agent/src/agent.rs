@@ -7,8 +7,8 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use futures::StreamExt;
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Client;
@@ -47,6 +47,24 @@ pub enum AgentError {
 /// Runs a node agent until the pod watch ends: registers the Node, renews its Lease, reports node
 /// status, and runs the pods bound to it on the configured runtime.
 pub async fn run(client: Client, config: NodeConfig) -> Result<(), AgentError> {
+    run_fed(client, config, None).await
+}
+
+/// [`run`] for one of many agents in this process that share one pod watch: the agent's pods
+/// come from `feed` (see [`SharedPodWatch`]) instead of a watch of its own.
+pub async fn run_shared(
+    client: Client,
+    config: NodeConfig,
+    feed: PodFeed,
+) -> Result<(), AgentError> {
+    run_fed(client, config, Some(feed)).await
+}
+
+async fn run_fed(
+    client: Client,
+    config: NodeConfig,
+    feed: Option<PodFeed>,
+) -> Result<(), AgentError> {
     config.validate()?;
     let clock = Clock::new();
     let runtime: Arc<dyn Runtime> = match config.runtime {
@@ -69,15 +87,25 @@ pub async fn run(client: Client, config: NodeConfig) -> Result<(), AgentError> {
             )?)
         }
     };
-    run_with_runtime(client, config, runtime, clock).await
+    run_inner(client, config, runtime, clock, feed).await
 }
 
 /// [`run`] with a runtime the caller built (tests, other backends).
 pub async fn run_with_runtime(
     client: Client,
+    config: NodeConfig,
+    runtime: Arc<dyn Runtime>,
+    clock: Clock,
+) -> Result<(), AgentError> {
+    run_inner(client, config, runtime, clock, None).await
+}
+
+async fn run_inner(
+    client: Client,
     mut config: NodeConfig,
     runtime: Arc<dyn Runtime>,
     clock: Clock,
+    feed: Option<PodFeed>,
 ) -> Result<(), AgentError> {
     config.validate()?;
     let listener = match config.streaming_port {
@@ -109,7 +137,7 @@ pub async fn run_with_runtime(
         clock,
         node,
     ));
-    let result = pod_loop(client, config, runtime, clock).await;
+    let result = pod_loop(client, config, runtime, clock, feed).await;
     lease.abort();
     status.abort();
     if let Some(s) = streaming {
@@ -177,7 +205,10 @@ async fn register(
     Ok(node)
 }
 
-/// Renews the node's Lease every `lease_renew_interval` (upstream `nodelease` controller).
+/// Renews the node's Lease every `lease_renew_interval` (upstream `nodelease` controller). Like
+/// upstream's `Controller.sync`, it updates the Lease it last wrote without reading it first, and
+/// reads (or creates) it only when that fails: one write per renewal instead of a read and a
+/// write.
 async fn lease_loop(
     client: Client,
     config: Arc<NodeConfig>,
@@ -187,12 +218,24 @@ async fn lease_loop(
     let api: Api<Lease> = Api::namespaced(client, "kube-node-lease");
     let mut tick = tokio::time::interval(config.timing.lease_renew_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut latest: Option<Lease> = None;
     loop {
         tick.tick().await;
-        if let Err(e) = renew_lease(&api, &config, clock, node_uid.as_deref()).await {
-            tracing::debug!(node = %config.name, error = %e, "lease renewal failed");
+        match renew_lease(&api, &config, clock, node_uid.as_deref(), latest.take()).await {
+            Ok(lease) => latest = Some(lease),
+            Err(e) => tracing::debug!(node = %config.name, error = %e, "lease renewal failed"),
         }
     }
+}
+
+/// `lease` with this node as holder and a renewTime of now.
+fn renewed(mut lease: Lease, config: &NodeConfig, clock: Clock) -> Lease {
+    let mut s = lease.spec.take().unwrap_or_default();
+    s.holder_identity = Some(config.name.clone());
+    s.lease_duration_seconds = Some(config.timing.lease_duration_seconds);
+    s.renew_time = Some(clock::micro_time(clock.now()));
+    lease.spec = Some(s);
+    lease
 }
 
 async fn renew_lease(
@@ -200,28 +243,34 @@ async fn renew_lease(
     config: &NodeConfig,
     clock: Clock,
     node_uid: Option<&str>,
-) -> Result<(), kube::Error> {
-    let spec = LeaseSpec {
-        holder_identity: Some(config.name.clone()),
-        lease_duration_seconds: Some(config.timing.lease_duration_seconds),
-        renew_time: Some(clock::micro_time(clock.now())),
-        ..LeaseSpec::default()
-    };
+    latest: Option<Lease>,
+) -> Result<Lease, kube::Error> {
+    if let Some(lease) = latest {
+        match api
+            .replace(
+                &config.name,
+                &PostParams::default(),
+                &renewed(lease, config, clock),
+            )
+            .await
+        {
+            Ok(l) => return Ok(l),
+            Err(e) => {
+                tracing::debug!(node = %config.name, error = %e, "lease update failed; reading it")
+            }
+        }
+    }
     match api.get_opt(&config.name).await? {
-        Some(mut lease) => {
-            let mut s = lease.spec.take().unwrap_or_default();
-            s.holder_identity = spec.holder_identity;
-            s.lease_duration_seconds = spec.lease_duration_seconds;
-            s.renew_time = spec.renew_time;
-            lease.spec = Some(s);
-            api.replace(&config.name, &PostParams::default(), &lease)
-                .await?;
+        Some(lease) => {
+            api.replace(
+                &config.name,
+                &PostParams::default(),
+                &renewed(lease, config, clock),
+            )
+            .await
         }
         None => {
-            let mut lease = Lease {
-                spec: Some(spec),
-                ..Lease::default()
-            };
+            let mut lease = renewed(Lease::default(), config, clock);
             lease.metadata.name = Some(config.name.clone());
             lease.metadata.namespace = Some("kube-node-lease".into());
             if let Some(uid) = node_uid {
@@ -233,10 +282,9 @@ async fn renew_lease(
                     ..OwnerReference::default()
                 }]);
             }
-            api.create(&PostParams::default(), &lease).await?;
+            api.create(&PostParams::default(), &lease).await
         }
     }
-    Ok(())
 }
 
 fn without_heartbeats(conditions: &[NodeCondition]) -> Vec<(String, String)> {
@@ -285,6 +333,101 @@ async fn status_loop(
             }
             Err(e) => tracing::debug!(node = %config.name, error = %e, "node status update failed"),
         }
+    }
+}
+
+/// Drops `metadata.managedFields` from the pods of a watch event: nothing in the agent reads them
+/// and they are a large part of every pod kept by a worker (client-go's
+/// `cache.TransformStripManagedFields`, which upstream components apply to their informers).
+fn strip_managed_fields(mut ev: watcher::Event<Pod>) -> watcher::Event<Pod> {
+    if let watcher::Event::Apply(p) | watcher::Event::InitApply(p) | watcher::Event::Delete(p) =
+        &mut ev
+    {
+        p.metadata.managed_fields = None;
+    }
+    ev
+}
+
+type PodEvents = futures::stream::BoxStream<'static, Result<watcher::Event<Pod>, watcher::Error>>;
+
+/// One node's share of a [`SharedPodWatch`].
+pub struct PodFeed(mpsc::UnboundedReceiver<watcher::Event<Pod>>);
+
+impl PodFeed {
+    fn into_stream(self) -> PodEvents {
+        futures::stream::unfold(self.0, |mut rx| async move {
+            rx.recv().await.map(|ev| (Ok(ev), rx))
+        })
+        .boxed()
+    }
+}
+
+/// One pod watch for every node agent this process runs, instead of one `spec.nodeName=<node>`
+/// watch per agent (as kwok serves all its emulated nodes from one watch). With a thousand
+/// emulated nodes this saves the API server from matching every pod event against a thousand
+/// watchers, and the process from a thousand watch connections.
+///
+/// Each agent still sees what its own watch would show: `Init`, `InitApply` for its pods only,
+/// `InitDone`, then `Apply`/`Delete` of its pods (a pod's `spec.nodeName` never changes once
+/// set, so routing by it is stable). Register every node with [`subscribe`](Self::subscribe)
+/// before [`start`](Self::start): a node added later would miss the initial list.
+pub struct SharedPodWatch {
+    client: Client,
+    routes: HashMap<String, mpsc::UnboundedSender<watcher::Event<Pod>>>,
+}
+
+impl SharedPodWatch {
+    pub fn new(client: Client) -> SharedPodWatch {
+        SharedPodWatch {
+            client,
+            routes: HashMap::new(),
+        }
+    }
+
+    /// The feed of node `node`, for [`run_shared`].
+    pub fn subscribe(&mut self, node: &str) -> PodFeed {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.routes.insert(node.to_string(), tx);
+        PodFeed(rx)
+    }
+
+    /// Starts watching every bound pod and routing events to the subscribed nodes. The task ends
+    /// when every feed is gone.
+    pub fn start(self) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let api: Api<Pod> = Api::all(self.client);
+            let wc = watcher::Config::default().fields("spec.nodeName!=");
+            let mut stream = watcher(api, wc).map_ok(strip_managed_fields).boxed();
+            let mut routes = self.routes;
+            while let Some(ev) = stream.next().await {
+                let ev = match ev {
+                    Ok(ev) => ev,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "shared pod watch error; the watcher retries");
+                        continue;
+                    }
+                };
+                match &ev {
+                    watcher::Event::Apply(p)
+                    | watcher::Event::InitApply(p)
+                    | watcher::Event::Delete(p) => {
+                        let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+                        if let Some(node) = node
+                            && routes.get(&node).is_some_and(|tx| tx.send(ev).is_err())
+                        {
+                            routes.remove(&node);
+                        }
+                    }
+                    // The list boundaries go to every node, each then sees its own list.
+                    watcher::Event::Init | watcher::Event::InitDone => {
+                        routes.retain(|_, tx| tx.send(ev.clone()).is_ok());
+                    }
+                }
+                if routes.is_empty() {
+                    return;
+                }
+            }
+        })
     }
 }
 
@@ -404,8 +547,10 @@ impl Manager {
         let (tx, rx) = mpsc::channel(32);
         let done = self.done_tx.clone();
         let id = uid.clone();
+        // The task holds the (small) run future, not the worker by value beside it.
+        let run = worker.run(rx);
         tokio::spawn(async move {
-            worker.run(rx).await;
+            run.await;
             let _ = done.send((id, ip));
         });
         self.workers.insert(
@@ -446,6 +591,7 @@ async fn pod_loop(
     config: Arc<NodeConfig>,
     runtime: Arc<dyn Runtime>,
     clock: Clock,
+    feed: Option<PodFeed>,
 ) -> Result<(), AgentError> {
     let reporter: Arc<dyn Reporter> =
         Arc::new(ApiReporter::new(client.clone(), &config.name, clock));
@@ -473,9 +619,14 @@ async fn pod_loop(
         ipam,
         done_tx,
     };
-    let api: Api<Pod> = Api::all(client);
-    let wc = watcher::Config::default().fields(&format!("spec.nodeName={}", config.name));
-    let mut stream = watcher(api, wc).boxed();
+    let mut stream = match feed {
+        Some(feed) => feed.into_stream(),
+        None => {
+            let api: Api<Pod> = Api::all(client);
+            let wc = watcher::Config::default().fields(&format!("spec.nodeName={}", config.name));
+            watcher(api, wc).map_ok(strip_managed_fields).boxed()
+        }
+    };
     let mut listed: Option<HashSet<String>> = None;
     loop {
         tokio::select! {

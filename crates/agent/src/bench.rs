@@ -31,6 +31,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use tokio::time::Instant;
 
+use crate::SharedPodWatch;
 use crate::config::{NodeConfig, Timing};
 use crate::runtime::emulated::PAUSE_IMAGE;
 
@@ -53,14 +54,18 @@ pub struct NodesBenchOptions {
     pub pod_rate: f64,
     /// Give up waiting for pods to run after this long (from the first Deployment).
     pub timeout: Duration,
+    /// One pod watch per agent (each kubelet's own `spec.nodeName` watch) instead of one
+    /// [`SharedPodWatch`](crate::SharedPodWatch) for all of them.
+    pub watch_per_node: bool,
 }
 
 /// The clients the bench uses. They can be clones of one client; separate ones keep the probe's
-/// and the bench's requests off the agents' connection pool, as separate processes would be.
+/// and the bench's requests off the agents' connections, as separate processes would be.
 #[derive(Clone)]
 pub struct NodesBenchClients {
-    /// Shared by every emulated agent.
-    pub agents: Client,
+    /// The emulated agents' clients: agent `i` uses `agents[i % agents.len()]` (the shared pod
+    /// watch the first). Must not be empty.
+    pub agents: Vec<Client>,
     /// Creates the Deployments and watches the pods.
     pub bench: Client,
     /// The API latency probe.
@@ -107,6 +112,7 @@ impl std::fmt::Display for Percentiles {
 #[derive(Clone, Debug, Default)]
 pub struct BenchReport {
     pub nodes: usize,
+    pub watch_per_node: bool,
     pub deployments: usize,
     pub replicas: usize,
     /// Pods the bench's watch saw created.
@@ -136,8 +142,13 @@ impl std::fmt::Display for BenchReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "nodes: {} emulated, all Ready after {:.1} s",
+            "nodes: {} emulated ({}), all Ready after {:.1} s",
             self.nodes,
+            if self.watch_per_node {
+                "a pod watch each"
+            } else {
+                "one shared pod watch"
+            },
             self.nodes_ready_after.as_secs_f64()
         )?;
         writeln!(
@@ -287,20 +298,36 @@ pub async fn run_nodes_bench(clients: NodesBenchClients, opts: NodesBenchOptions
     let want = deployments * replicas;
     let mut report = BenchReport {
         nodes: opts.nodes,
+        watch_per_node: opts.watch_per_node,
         deployments,
         replicas,
         ..BenchReport::default()
     };
 
     let agents_started = Instant::now();
-    let mut agents = Vec::with_capacity(opts.nodes);
+    let mut agents = Vec::with_capacity(opts.nodes + 1);
+    let agent_client = |i: usize| clients.agents[i % clients.agents.len()].clone();
+    let mut shared = (!opts.watch_per_node).then(|| SharedPodWatch::new(agent_client(0)));
     for i in 0..opts.nodes {
         let mut c = NodeConfig::linux(&format!("bench-{i}"));
         c.pod_cidr = Some(format!("10.{}.{}.0/24", 64 + (i / 256) % 64, i % 256));
         c.timing = Timing::default();
         c.streaming_port = None;
-        let client = clients.agents.clone();
-        agents.push(tokio::spawn(async move { crate::run(client, c).await }));
+        let client = agent_client(i);
+        agents.push(match shared.as_mut() {
+            Some(w) => {
+                let feed = w.subscribe(&c.name);
+                tokio::spawn(async move { crate::run_shared(client, c, feed).await })
+            }
+            None => tokio::spawn(async move { crate::run(client, c).await }),
+        });
+    }
+    if let Some(w) = shared {
+        let watch = w.start();
+        agents.push(tokio::spawn(async move {
+            let _ = watch.await;
+            Ok(())
+        }));
     }
     let nodes: Api<Node> = Api::all(clients.bench.clone());
     loop {

@@ -79,12 +79,22 @@ impl Reporter for ApiReporter {
             node: self.node.clone(),
             seen: self.seen.clone(),
         };
-        let (pod, field_path) = (pod.clone(), field_path.map(str::to_string));
+        // The event names its pod; the task keeps only that, not a copy of the whole pod.
+        let pod = PodRef {
+            name: pod.metadata.name.clone(),
+            namespace: pod
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+        };
+        let field_path = field_path.map(str::to_string);
         let (reason, message) = (reason.to_string(), message.to_string());
         let now = self.clock.now();
         tokio::spawn(async move {
             writer
-                .write(&pod, field_path.as_deref(), type_, &reason, &message, now)
+                .write(pod, field_path.as_deref(), type_, &reason, &message, now)
                 .await
         });
     }
@@ -107,6 +117,13 @@ impl Reporter for ApiReporter {
     }
 }
 
+/// The pod an event is about.
+struct PodRef {
+    name: Option<String>,
+    namespace: String,
+    uid: String,
+}
+
 /// Writes one event (or bumps the count of a repeat), off the worker's path.
 struct EventWriter {
     client: Client,
@@ -118,19 +135,18 @@ impl EventWriter {
     #[allow(clippy::too_many_arguments)]
     async fn write(
         &self,
-        pod: &Pod,
+        pod: PodRef,
         field_path: Option<&str>,
         type_: EventType,
         reason: &str,
         message: &str,
         now: std::time::SystemTime,
     ) {
-        let ns = pod
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into());
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let PodRef {
+            name: pod_name,
+            namespace: ns,
+            uid,
+        } = pod;
         let key = (
             uid.clone(),
             field_path.unwrap_or_default().to_string(),
@@ -161,7 +177,7 @@ impl EventWriter {
         let (secs, micros) = tandem_core::time::unix(now);
         let name = format!(
             "{}.{:x}{:05x}",
-            pod.metadata.name.as_deref().unwrap_or("pod"),
+            pod_name.as_deref().unwrap_or("pod"),
             secs,
             micros
         );
@@ -169,7 +185,7 @@ impl EventWriter {
             involved_object: ObjectReference {
                 api_version: Some("v1".into()),
                 kind: Some("Pod".into()),
-                name: pod.metadata.name.clone(),
+                name: pod_name,
                 namespace: Some(ns.clone()),
                 uid: Some(uid),
                 field_path: field_path.map(str::to_string),

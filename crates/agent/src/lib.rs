@@ -21,7 +21,7 @@ pub mod server;
 pub mod volumes;
 pub mod windows;
 
-pub use agent::{AgentError, run, run_with_runtime};
+pub use agent::{AgentError, PodFeed, SharedPodWatch, run, run_shared, run_with_runtime};
 pub use config::{
     ConfigError, NodeConfig, NodeOs, Resources, RuntimeKind, Timing, WINDOWS_PRIORITY_CLASSES,
     default_nodes, parse_nodes_spec, validate_windows_priority_class,

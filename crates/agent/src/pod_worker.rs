@@ -363,7 +363,8 @@ pub struct PodWorker {
     tracks: Vec<Track>,
     start_time: SystemTime,
     conditions: BTreeMap<String, (String, SystemTime)>,
-    last_published: Option<serde_json::Value>,
+    /// The status last written, to skip writes that would change nothing.
+    last_published: Option<PodStatus>,
     phase_override: Option<String>,
 }
 
@@ -536,7 +537,21 @@ impl PodWorker {
     }
 
     /// Runs the worker until the pod is deleted or removed.
-    pub async fn run(mut self, mut updates: mpsc::Receiver<PodUpdate>) -> WorkerOutcome {
+    ///
+    /// The worker is boxed before the loop starts: an async fn keeps its by-value arguments
+    /// beside its locals, so running an unboxed worker would carry two copies of it in every
+    /// pod's task.
+    pub fn run(
+        self,
+        updates: mpsc::Receiver<PodUpdate>,
+    ) -> impl std::future::Future<Output = WorkerOutcome> + Send {
+        Box::new(self).run_boxed(updates)
+    }
+
+    async fn run_boxed(
+        mut self: Box<Self>,
+        mut updates: mpsc::Receiver<PodUpdate>,
+    ) -> WorkerOutcome {
         // Report Pending/ContainerCreating before the first (possibly long) step.
         if self.pod.metadata.deletion_timestamp.is_none()
             && let Err(ReportError::Gone) = self.publish().await
@@ -553,8 +568,9 @@ impl PodWorker {
             let mut stop: Option<bool> = None;
             let mut abandoned = false;
             {
-                let step = self.step();
-                tokio::pin!(step);
+                // Boxed: a step's future is large and lives only while stepping, so the
+                // worker's resting future (one per pod) stays small.
+                let mut step = Box::pin(self.step());
                 loop {
                     tokio::select! {
                         _ = &mut step => break,
@@ -1249,8 +1265,15 @@ impl PodWorker {
     }
 
     /// Stops everything; when `removed` is false the final status is reported and the pod is
-    /// deleted from the API.
-    async fn terminate(&mut self, removed: bool) -> WorkerOutcome {
+    /// deleted from the API. Boxed for the same reason as a step: it is large and rare.
+    fn terminate(
+        &mut self,
+        removed: bool,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = WorkerOutcome> + Send + '_>> {
+        Box::pin(self.terminate_now(removed))
+    }
+
+    async fn terminate_now(&mut self, removed: bool) -> WorkerOutcome {
         let grace = if removed {
             Duration::ZERO
         } else {
@@ -1617,12 +1640,11 @@ impl PodWorker {
 
     async fn publish(&mut self) -> Result<(), ReportError> {
         let status = self.status();
-        let value = serde_json::to_value(&status).unwrap_or_default();
-        if self.last_published.as_ref() == Some(&value) {
+        if self.last_published.as_ref() == Some(&status) {
             return Ok(());
         }
         self.ctx.reporter.status(&self.pod, &status).await?;
-        self.last_published = Some(value);
+        self.last_published = Some(status);
         Ok(())
     }
 

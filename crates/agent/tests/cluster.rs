@@ -396,6 +396,74 @@ async fn agent_restart_keeps_running_pods_and_reregisters() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_on_a_shared_pod_watch_run_and_delete_only_their_own_pods() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, client) = start_server(dir.path()).await.expect("server");
+    let mut shared = tandem_agent::SharedPodWatch::new(client.clone());
+    let mut agents = Vec::new();
+    for (i, name) in ["shared-a", "shared-b"].into_iter().enumerate() {
+        let mut cfg = NodeConfig::linux(name);
+        cfg.pod_cidr = Some(format!("10.244.{}.0/24", 20 + i));
+        cfg.streaming_port = None;
+        cfg.timing.lease_renew_interval = Duration::from_millis(300);
+        let feed = shared.subscribe(name);
+        agents.push(tokio::spawn(tandem_agent::run_shared(
+            client.clone(),
+            cfg,
+            feed,
+        )));
+    }
+    let watch = shared.start();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for (name, node) in [("on-a", "shared-a"), ("on-b", "shared-b")] {
+        let p = pod(name, node, "linux", "nginx:1.27", serde_json::json!({}));
+        pods.create(&PostParams::default(), &p)
+            .await
+            .expect("create");
+    }
+    for name in ["on-a", "on-b"] {
+        let p = eventually(20, "pod Running", || async {
+            let p = pods.get(name).await.ok()?;
+            (p.status.as_ref()?.phase.as_deref() == Some("Running")).then_some(p)
+        })
+        .await;
+        // Each pod got an address from its own node's CIDR: only that node's agent ran it.
+        let (ip, host) = (
+            p.status.as_ref().and_then(|s| s.pod_ip.clone()),
+            p.spec.as_ref().and_then(|s| s.node_name.clone()),
+        );
+        let want = if host.as_deref() == Some("shared-a") {
+            "10.244.20."
+        } else {
+            "10.244.21."
+        };
+        assert!(ip.is_some_and(|ip| ip.starts_with(want)), "{name}: {p:?}");
+    }
+    // Graceful deletion reaches the right agent, which stops the pod and deletes it.
+    pods.delete("on-b", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually(20, "on-b gone", || async {
+        pods.get_opt("on-b").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(pods.get_opt("on-a").await.expect("get").is_some());
+    // Leases keep being renewed (updates of the Lease last written, no read first).
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let renew = |l: &Lease| l.spec.as_ref().and_then(|s| s.renew_time.clone());
+    let first = renew(&leases.get("shared-a").await.expect("lease"));
+    eventually(10, "lease renewed", || async {
+        let now = renew(&leases.get("shared-a").await.ok()?);
+        (now.is_some() && now != first).then_some(())
+    })
+    .await;
+    for a in agents {
+        a.abort();
+    }
+    watch.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_nodes_small_run_brings_every_deployment_pod_to_running() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (server, client) = start_server(dir.path()).await.expect("server");
@@ -405,7 +473,7 @@ async fn bench_nodes_small_run_brings_every_deployment_pod_to_running() {
         tandem_scheduler::SchedulerOptions::default(),
     ));
     let clients = tandem_agent::bench::NodesBenchClients {
-        agents: client.clone(),
+        agents: vec![client.clone()],
         bench: client.clone(),
         probe: client,
     };
@@ -415,6 +483,7 @@ async fn bench_nodes_small_run_brings_every_deployment_pod_to_running() {
         replicas: 25,
         pod_rate: 0.0,
         timeout: Duration::from_secs(90),
+        watch_per_node: false,
     };
     let report = tandem_agent::bench::run_nodes_bench(clients, opts).await;
     println!("{report}");

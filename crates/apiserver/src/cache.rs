@@ -7,7 +7,7 @@
 //! nothing between its starting revision and the live stream.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -17,40 +17,77 @@ use tandem_core::registry::{Registry, ResourceType};
 use tandem_store::{Event, KeyValue, Revision, Store, StoreError};
 use tokio::sync::{broadcast, watch};
 
-/// One object as served: parsed, with `metadata.resourceVersion` set, and its JSON encoding.
+/// One object as served: its JSON encoding with `metadata.resourceVersion` stamped in, and the
+/// parsed value, built on first use.
+///
+/// Most objects are only ever sent as bytes (LIST and WATCH splice `json` without parsing), so
+/// the cache does not parse every write: a parsed object is several times the size of its
+/// encoding, and parsing each event on the cache's single dispatcher was a measurable share of
+/// the write path (`perf` on `tandem bench scheduler`). Selectors, tables and metadata views parse
+/// on demand through [`Object::value`].
 #[derive(Debug)]
 pub struct Object {
     pub key: String,
     pub rv: Revision,
-    pub value: Value,
     pub json: Bytes,
+    value: OnceLock<Value>,
 }
 
 impl Object {
-    /// Builds the served form of a stored value: parses it and stamps `resourceVersion`, into the
-    /// parsed value and (without re-encoding) into the bytes.
+    /// Builds the served form of a stored value: stamps `resourceVersion` into the bytes without
+    /// re-encoding. Returns `None` when the bytes are not JSON (a corrupt value is skipped rather
+    /// than served); checking that does not build a parsed value.
     pub fn from_stored(key: &str, bytes: &[u8], rv: Revision) -> Option<Object> {
+        if let Some(json) = stamp_resource_version(bytes, rv) {
+            serde_json::from_slice::<serde::de::IgnoredAny>(&json).ok()?;
+            return Some(Object {
+                key: key.to_string(),
+                rv,
+                json,
+                value: OnceLock::new(),
+            });
+        }
+        // No top-level metadata object to stamp: parse and re-encode.
         let mut value: Value = serde_json::from_slice(bytes).ok()?;
         set_resource_version(&mut value, rv);
-        let json = match stamp_resource_version(bytes, rv) {
-            Some(b) => b,
-            None => Bytes::from(serde_json::to_vec(&value).ok()?),
-        };
-        Some(Object {
-            key: key.to_string(),
-            rv,
-            value,
-            json,
-        })
+        let json = Bytes::from(serde_json::to_vec(&value).ok()?);
+        Some(Object::with_value(key.to_string(), rv, value, json))
     }
 
     pub fn from_kv(kv: &KeyValue) -> Option<Object> {
         Self::from_stored(&kv.key, &kv.value, kv.mod_revision)
     }
 
+    /// An object whose parsed value is already at hand; `json` must be its encoding.
+    pub fn with_value(key: String, rv: Revision, value: Value, json: Bytes) -> Object {
+        Object {
+            key,
+            rv,
+            json,
+            value: OnceLock::from(value),
+        }
+    }
+
+    /// The parsed object, with `metadata.resourceVersion` set: parsed from `json` on first use
+    /// and kept. `from_stored` checked that `json` parses, so the `Null` fallback is unreachable
+    /// in practice.
+    pub fn value(&self) -> &Value {
+        self.value
+            .get_or_init(|| serde_json::from_slice(&self.json).unwrap_or(Value::Null))
+    }
+
+    /// An owned copy of the parsed object, for a caller that will change it: cloned when it is
+    /// already parsed, else parsed from `json` without keeping the result in the cache.
+    pub fn to_value(&self) -> Option<Value> {
+        match self.value.get() {
+            Some(v) => Some(v.clone()),
+            None => serde_json::from_slice(&self.json).ok(),
+        }
+    }
+
     /// `metadata.namespace`, if any.
     pub fn namespace(&self) -> Option<&str> {
-        self.value
+        self.value()
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
     }
@@ -302,16 +339,28 @@ impl Cache {
             return;
         };
         let rev = ev.revision();
+        // The served form is built before taking the write lock, so readers (every create looks
+        // its namespace up here) wait only for the map update.
+        let object = match ev {
+            Event::Put { kv, .. } => Object::from_kv(kv),
+            Event::Delete { prev, revision } => {
+                Object::from_stored(&prev.key, &prev.value, *revision)
+            }
+        };
         let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
         let map = inner.types.entry(prefix.clone()).or_default();
-        let cache_event = match ev {
-            Event::Put { kv, .. } => {
-                let Some(obj) = Object::from_kv(kv) else {
-                    tracing::error!(key = %kv.key, "stored value is not JSON; skipped");
-                    return;
-                };
-                let obj = Arc::new(obj);
-                let prev = map.insert(kv.key.clone(), obj.clone());
+        let cache_event = match (ev, object) {
+            (Event::Put { kv, .. }, None) => {
+                tracing::error!(key = %kv.key, "stored value is not JSON; skipped");
+                return;
+            }
+            (Event::Delete { prev, .. }, None) => {
+                map.remove(&prev.key);
+                return;
+            }
+            (Event::Put { kv, .. }, Some(object)) => {
+                let object = Arc::new(object);
+                let prev = map.insert(kv.key.clone(), object.clone());
                 let kind = if prev.is_some() {
                     EventType::Modified
                 } else {
@@ -320,19 +369,16 @@ impl Cache {
                 Arc::new(CacheEvent {
                     type_prefix: prefix,
                     kind,
-                    object: obj,
+                    object,
                     prev,
                 })
             }
-            Event::Delete { prev, revision } => {
+            (Event::Delete { prev, .. }, Some(object)) => {
                 let old = map.remove(&prev.key);
-                let Some(obj) = Object::from_stored(&prev.key, &prev.value, *revision) else {
-                    return;
-                };
                 Arc::new(CacheEvent {
                     type_prefix: prefix,
                     kind: EventType::Deleted,
-                    object: Arc::new(obj),
+                    object: Arc::new(object),
                     prev: old,
                 })
             }
@@ -468,7 +514,7 @@ mod tests {
             let stored = serde_json::to_vec(&v).expect("encode");
             let obj = Object::from_stored("k", &stored, 42).expect("stored object");
             let reparsed: Value = serde_json::from_slice(&obj.json).expect("valid JSON");
-            assert_eq!(reparsed, obj.value);
+            assert_eq!(&reparsed, obj.value());
             assert_eq!(reparsed["metadata"]["resourceVersion"], "42");
         }
     }

@@ -178,21 +178,15 @@ fn parse_stored(rt: &ResourceType, kv: &tandem_store::KeyValue) -> ApiResult<Val
 }
 
 /// The stored encoding of an object: its JSON without `metadata.resourceVersion` (the revision
-/// is stamped on the way out).
-fn to_stored(obj: &Value) -> ApiResult<Bytes> {
-    let encode = |v: &Value| {
-        serde_json::to_vec(v)
-            .map(Bytes::from)
-            .map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))
-    };
-    if obj.pointer("/metadata/resourceVersion").is_none() {
-        return encode(obj);
-    }
-    let mut v = obj.clone();
-    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+/// is stamped on the way out). Removes `resourceVersion` from `obj` rather than encoding a copy
+/// without it; callers stamp the new revision back with [`with_rv`] when they answer.
+fn to_stored(obj: &mut Value) -> ApiResult<Bytes> {
+    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
     }
-    encode(&v)
+    serde_json::to_vec(obj)
+        .map(Bytes::from)
+        .map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))
 }
 
 /// Whether two objects are the same apart from `metadata.resourceVersion`: an update that
@@ -304,6 +298,11 @@ impl Filter {
     pub fn is_empty(&self) -> bool {
         self.labels.is_none() && self.fields.is_none()
     }
+
+    /// [`Filter::matches`] for a cached object; without selectors the object is not parsed.
+    pub fn accepts(&self, rt: &ResourceType, o: &Object) -> bool {
+        self.is_empty() || self.matches(rt, o.value())
+    }
 }
 
 fn int_param(q: &Query, key: &str) -> ApiResult<Option<i64>> {
@@ -368,9 +367,7 @@ impl State {
 
         let (items, revision, next) = if let Some(c) = cont {
             // Nothing written since the first page: the cache still holds exactly that revision.
-            let snap = self
-                .cache
-                .snapshot(rt, &prefix, |o| filter.matches(rt, &o.value));
+            let snap = self.cache.snapshot(rt, &prefix, |o| filter.accepts(rt, o));
             if snap.revision == c.revision {
                 let after: Vec<Arc<Object>> = snap
                     .items
@@ -406,9 +403,7 @@ impl State {
             } else if let Some(min) = rv_param.and_then(|r| r.parse::<Revision>().ok()) {
                 self.cache.wait_for(min, Duration::from_secs(3)).await;
             }
-            let snap = self
-                .cache
-                .snapshot(rt, &prefix, |o| filter.matches(rt, &o.value));
+            let snap = self.cache.snapshot(rt, &prefix, |o| filter.accepts(rt, o));
             return Ok(self.page_reply(ctx, rt, snap.items, snap.revision, limit, &filter));
         };
         Ok(self.list_reply(ctx, rt, items, revision, next, None))
@@ -466,7 +461,7 @@ impl State {
             for kv in &page.items {
                 after = Some(kv.key.clone());
                 if let Some(obj) = Object::from_kv(kv)
-                    && filter.matches(rt, &obj.value)
+                    && filter.accepts(rt, &obj)
                 {
                     items.push(Arc::new(obj));
                     if limit.is_some_and(|l| items.len() >= l) {
@@ -501,7 +496,7 @@ impl State {
     ) -> Reply {
         match ctx.format {
             Format::Table { beta } => {
-                let values: Vec<&Value> = items.iter().map(|o| &o.value).collect();
+                let values: Vec<&Value> = items.iter().map(|o| o.value()).collect();
                 let table = output::table(
                     rt,
                     &values,
@@ -580,16 +575,18 @@ impl State {
     async fn namespace_allows_create(&self, ns: &str) -> ApiResult<()> {
         let nsrt = self.resource("", "v1", "namespaces")?;
         let key = nsrt.key(None, ns);
-        let value = match self.cache.get(&nsrt, &key) {
-            Some(o) => o.value.clone(),
+        let terminating = |value: &Value| {
+            meta::is_deleting(value)
+                || value.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
+        };
+        let is_terminating = match self.cache.get(&nsrt, &key) {
+            Some(o) => terminating(o.value()),
             None => match self.store.get(&key).await? {
-                Some(kv) => parse_stored(&nsrt, &kv)?,
+                Some(kv) => terminating(&parse_stored(&nsrt, &kv)?),
                 None => return Err(ApiError::not_found(&nsrt, ns)),
             },
         };
-        if meta::is_deleting(&value)
-            || value.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
-        {
+        if is_terminating {
             return Err(ApiError {
                 details: Some(
                     json!({"causes": [{"reason": "NamespaceTerminating", "message": format!("namespace {ns} is being terminated"), "field": "metadata.namespace"}]}),
@@ -615,13 +612,13 @@ impl State {
         } else {
             None
         };
-        let obj = self.prepare_create(ctx, rt, ns, body).await?;
+        let mut obj = self.prepare_create(ctx, rt, ns, body).await?;
         let name = meta::name(&obj).unwrap_or_default().to_string();
         if ctx.dry_run() {
             return Ok(Reply::Value(201, obj));
         }
         let key = rt.key(ns, &name);
-        let stored = to_stored(&obj)?;
+        let stored = to_stored(&mut obj)?;
         let kv = self
             .store
             .create(&key, stored.clone())
@@ -863,7 +860,7 @@ impl State {
             // Nothing changed: upstream skips the write and keeps the resourceVersion.
             return Ok(Reply::Value(200, with_rv(new, old_rev)));
         }
-        let bytes = to_stored(&new)?;
+        let bytes = to_stored(&mut new)?;
         let kv = self
             .store
             .update(&key, bytes, Some(old_rev))
@@ -1248,54 +1245,57 @@ impl State {
             ));
         };
         let key = rt.key(ns, name);
+        // Upstream names the resource `pods/binding` in these conflicts.
+        let binding_rt = ResourceType {
+            plural: "pods/binding".into(),
+            ..rt.clone()
+        };
+        // The first attempt starts from the watch cache, as upstream's `GuaranteedUpdate` starts
+        // from a cached object: the compare-and-swap on its revision catches a stale copy, and any
+        // refusal based on the cached copy is re-checked against the store before it is returned.
+        // Binding a pod the scheduler saw on a watch almost always finds it cached, which saves a
+        // store read per binding.
+        let mut from_cache = true;
         for _ in 0..5 {
-            let kv = self
-                .store
-                .get(&key)
-                .await?
-                .ok_or_else(|| ApiError::not_found(rt, name))?;
-            let old = parse_stored(rt, &kv)?;
-            // Upstream names the resource `pods/binding` in these conflicts.
-            let binding_rt = ResourceType {
-                plural: "pods/binding".into(),
-                ..rt.clone()
+            let cached = if from_cache {
+                self.cache.get(rt, &key)
+            } else {
+                None
             };
-            if meta::is_deleting(&old) {
-                return Err(ApiError::conflict_msg(
-                    &binding_rt,
-                    name,
-                    "pod is being deleted, cannot be assigned to a host",
-                ));
+            let (mut pod, rev, cached) = match cached.and_then(|o| Some((o.to_value()?, o.rv))) {
+                Some((value, rev)) => (value, rev, true),
+                None => {
+                    let kv = self
+                        .store
+                        .get(&key)
+                        .await?
+                        .ok_or_else(|| ApiError::not_found(rt, name))?;
+                    (parse_stored(rt, &kv)?, kv.mod_revision, false)
+                }
+            };
+            from_cache = false;
+            let refusal = if meta::is_deleting(&pod) {
+                Some("pod is being deleted, cannot be assigned to a host".to_string())
+            } else {
+                pod.pointer("/spec/nodeName")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(|existing| {
+                        format!("pod {name} is already assigned to node \"{existing}\"")
+                    })
+            };
+            match refusal {
+                Some(_) if cached => continue,
+                Some(message) => return Err(ApiError::conflict_msg(&binding_rt, name, &message)),
+                None => {}
             }
-            if let Some(existing) = old
-                .pointer("/spec/nodeName")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-            {
-                return Err(ApiError::conflict_msg(
-                    &binding_rt,
-                    name,
-                    &format!("pod {name} is already assigned to node \"{existing}\""),
-                ));
-            }
-            let mut new = old.clone();
-            new["spec"]["nodeName"] = json!(node);
-            let now = tandem_core::time::now_rfc3339();
-            let conds = new["status"]["conditions"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            let mut conds: Vec<Value> = conds
-                .into_iter()
-                .filter(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"))
-                .collect();
-            conds.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now}));
-            new["status"]["conditions"] = json!(conds);
+            assign_node(&mut pod, &node, &tandem_core::time::now_rfc3339())
+                .map_err(ApiError::internal)?;
             if ctx.dry_run() {
                 return Ok(Reply::Value(201, success_status()));
             }
-            let bytes = to_stored(&new)?;
-            match self.store.update(&key, bytes, Some(kv.mod_revision)).await {
+            let bytes = to_stored(&mut pod)?;
+            match self.store.update(&key, bytes, Some(rev)).await {
                 Ok(_) => return Ok(Reply::Value(201, success_status())),
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(map_write_err(rt, name, e)),
@@ -1448,7 +1448,7 @@ impl State {
             if same_ignoring_resource_version(&new, &old) {
                 return Ok(Reply::Value(200, old));
             }
-            let bytes = to_stored(&new)?;
+            let bytes = to_stored(&mut new)?;
             match self.store.update(&key, bytes, Some(kv.mod_revision)).await {
                 Ok(u) => return Ok(Reply::Value(200, with_rv(new, u.mod_revision))),
                 Err(StoreError::Conflict { .. }) => continue,
@@ -1495,12 +1495,10 @@ impl State {
     ) -> ApiResult<Reply> {
         let filter = Filter::from_query(rt, &ctx.query)?;
         let prefix = rt.namespace_prefix(ns);
-        let snap = self
-            .cache
-            .snapshot(rt, &prefix, |o| filter.matches(rt, &o.value));
+        let snap = self.cache.snapshot(rt, &prefix, |o| filter.accepts(rt, o));
         let mut deleted = Vec::new();
         for obj in snap.items {
-            let name = meta::name(&obj.value).unwrap_or_default().to_string();
+            let name = meta::name(obj.value()).unwrap_or_default().to_string();
             let ns = obj.namespace().map(str::to_string);
             match self.delete(ctx, rt, ns.as_deref(), &name, opts).await {
                 Ok(Reply::Value(_, v)) => deleted.push(v),
@@ -1600,6 +1598,31 @@ fn map_write_err(rt: &ResourceType, name: &str, e: StoreError) -> ApiError {
         StoreError::AlreadyExists(_) => ApiError::already_exists(rt, name),
         other => other.into(),
     }
+}
+
+/// What a binding changes in a pod: `spec.nodeName`, and a `PodScheduled=True` condition in place
+/// of any earlier one (upstream `BindingREST.setPodNodeAndMetadata`). Fails (rather than panics)
+/// on a stored pod whose `spec` or `status` is not an object.
+fn assign_node(pod: &mut Value, node: &str, now: &str) -> Result<(), String> {
+    let obj = pod.as_object_mut().ok_or("stored pod is not an object")?;
+    obj.entry("spec")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .ok_or("stored pod's spec is not an object")?
+        .insert("nodeName".into(), json!(node));
+    let status = obj
+        .entry("status")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .ok_or("stored pod's status is not an object")?;
+    let mut conditions: Vec<Value> = match status.remove("conditions") {
+        Some(Value::Array(c)) => c,
+        _ => Vec::new(),
+    };
+    conditions.retain(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"));
+    conditions.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now}));
+    status.insert("conditions".into(), Value::Array(conditions));
+    Ok(())
 }
 
 /// A `Status` of success, as binding and some deletes return.

@@ -69,7 +69,7 @@ fn used(
         .filter(|o| Some(o.key.as_str()) != skip_key)
     {
         if let Some(ip) = o
-            .value
+            .value()
             .pointer("/spec/clusterIP")
             .and_then(Value::as_str)
             .and_then(|s| s.parse().ok())
@@ -77,7 +77,7 @@ fn used(
             ips.insert(ip);
         }
         for p in o
-            .value
+            .value()
             .pointer("/spec/ports")
             .and_then(Value::as_array)
             .into_iter()

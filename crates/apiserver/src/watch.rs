@@ -43,7 +43,7 @@ impl Encoder {
             Format::Table { beta } => {
                 let t = output::table(
                     &self.rt,
-                    &[&obj.value],
+                    &[obj.value()],
                     Some(obj.rv),
                     None,
                     self.include,
@@ -54,7 +54,7 @@ impl Encoder {
                 line(&json!({"type": kind, "object": t}))
             }
             Format::Metadata { beta } => {
-                line(&json!({"type": kind, "object": output::partial_metadata(&obj.value, beta)}))
+                line(&json!({"type": kind, "object": output::partial_metadata(obj.value(), beta)}))
             }
         }
     }
@@ -158,7 +158,7 @@ pub async fn start(
         let deadline = tokio::time::Instant::now() + timeout;
         let mut last_rv = sub.revision;
         for obj in &sub.initial {
-            if filter.matches(&rt, &obj.value) && tx.send(enc.event("ADDED", obj)).await.is_err() {
+            if filter.accepts(&rt, obj) && tx.send(enc.event("ADDED", obj)).await.is_err() {
                 return;
             }
         }
@@ -215,14 +215,14 @@ fn translate(
     ev: &CacheEvent,
     enc: &mut Encoder,
 ) -> Option<Bytes> {
-    let now = filter.matches(rt, &ev.object.value);
+    let now = filter.accepts(rt, &ev.object);
     match ev.kind {
         EventType::Added => now.then(|| enc.event("ADDED", &ev.object)),
         EventType::Deleted => {
             let before = ev
                 .prev
                 .as_ref()
-                .map(|p| filter.matches(rt, &p.value))
+                .map(|p| filter.accepts(rt, p))
                 .unwrap_or(now);
             before.then(|| enc.event("DELETED", &ev.object))
         }
@@ -230,7 +230,7 @@ fn translate(
             let before = ev
                 .prev
                 .as_ref()
-                .map(|p| filter.matches(rt, &p.value))
+                .map(|p| filter.accepts(rt, p))
                 .unwrap_or(true);
             match (before, now) {
                 (true, true) => Some(enc.event("MODIFIED", &ev.object)),
@@ -239,17 +239,12 @@ fn translate(
                     // Upstream's cacher sends the last state the watcher saw (the old object),
                     // stamped with the resourceVersion of the change that made it leave.
                     let prev = ev.prev.as_ref()?;
-                    let mut value = prev.value.clone();
+                    let mut value = prev.value().clone();
                     crate::cache::set_resource_version(&mut value, ev.rv());
                     let json = bytes::Bytes::from(serde_json::to_vec(&value).ok()?);
                     Some(enc.event(
                         "DELETED",
-                        &Object {
-                            key: prev.key.clone(),
-                            rv: ev.rv(),
-                            value,
-                            json,
-                        },
+                        &Object::with_value(prev.key.clone(), ev.rv(), value, json),
                     ))
                 }
                 (false, false) => None,

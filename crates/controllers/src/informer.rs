@@ -87,7 +87,7 @@ where
                 let Some(inner) = weak.upgrade() else { return };
                 match event {
                     Ok(watcher::Event::Apply(obj)) => {
-                        let new = Arc::new(obj);
+                        let new = Arc::new(trimmed(obj));
                         let old = write(&inner.store).insert(key_of(new.as_ref()), new.clone());
                         inner.publish(Change {
                             old,
@@ -98,7 +98,7 @@ where
                         let key = key_of(&obj);
                         let old = write(&inner.store)
                             .remove(&key)
-                            .unwrap_or_else(|| Arc::new(obj));
+                            .unwrap_or_else(|| Arc::new(trimmed(obj)));
                         inner.publish(Change {
                             old: Some(old),
                             new: None,
@@ -106,7 +106,7 @@ where
                     }
                     Ok(watcher::Event::Init) => buffer = Some(BTreeMap::new()),
                     Ok(watcher::Event::InitApply(obj)) => {
-                        let obj = Arc::new(obj);
+                        let obj = Arc::new(trimmed(obj));
                         buffer
                             .get_or_insert_default()
                             .insert(key_of(obj.as_ref()), obj);
@@ -144,6 +144,15 @@ where
         });
         Informer { inner }
     }
+}
+
+/// Drops `metadata.managedFields` before an object enters the cache, as upstream's controllers
+/// do with client-go's `cache.TransformStripManagedFields`: no controller reads them, and they
+/// are a large share of every cached pod. A controller that writes a cached object back sends no
+/// managedFields, which the API server takes as "unchanged".
+fn trimmed<K: Resource>(mut obj: K) -> K {
+    obj.meta_mut().managed_fields = None;
+    obj
 }
 
 fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {

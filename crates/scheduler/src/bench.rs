@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -62,6 +63,10 @@ pub struct BenchReport {
     pub p50: Duration,
     pub p99: Duration,
     pub max: Duration,
+    /// Events (`Scheduled` and any `FailedScheduling`) written by the time the last pod was
+    /// bound, and dropped because the scheduler's event queue was full.
+    pub events_recorded: u64,
+    pub events_dropped: u64,
 }
 
 impl fmt::Display for BenchReport {
@@ -89,12 +94,17 @@ impl fmt::Display for BenchReport {
             self.elapsed.as_secs_f64(),
             self.pods_per_second
         )?;
-        write!(
+        writeln!(
             f,
             "  create to bind: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
             self.p50.as_secs_f64() * 1e3,
             self.p99.as_secs_f64() * 1e3,
             self.max.as_secs_f64() * 1e3
+        )?;
+        write!(
+            f,
+            "  scheduler events by then: {} written, {} dropped (queue full)",
+            self.events_recorded, self.events_dropped
         )
     }
 }
@@ -306,6 +316,8 @@ pub async fn run_bench(
     }
     watch_task.abort();
     scheduler.stop();
+    let events_recorded = scheduler.stats().events_recorded.load(Ordering::Relaxed);
+    let events_dropped = scheduler.stats().events_dropped.load(Ordering::Relaxed);
 
     let bound_at = bound_at.lock().await;
     let mut latencies: Vec<Duration> = created
@@ -335,5 +347,7 @@ pub async fn run_bench(
         p50: percentile(&latencies, 0.50),
         p99: percentile(&latencies, 0.99),
         max: latencies.last().copied().unwrap_or_default(),
+        events_recorded,
+        events_dropped,
     })
 }

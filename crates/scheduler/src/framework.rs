@@ -21,6 +21,7 @@ use crate::plugins::{
     node_unschedulable, os_placement, pod_topology_spread, selector_spread, taint_toleration,
 };
 use crate::resources::{Resources, pod_non_zero_requests, pod_requests};
+use crate::signature::StaticFits;
 use crate::snapshot::{NodeInfo, Snapshot, controller_uid};
 
 static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
@@ -167,6 +168,18 @@ pub fn run_filters(
     node: &NodeInfo,
     os_placement: bool,
 ) -> Result<(), Rejection> {
+    run_node_filters(cs, node, os_placement)?;
+    run_placement_filters(cs, node)
+}
+
+/// The filters whose answer depends only on the pod's placement constraints and on the node
+/// object (labels, taints, cordoning, name): the same for every pod of one
+/// [signature](crate::signature) until the node changes.
+pub fn run_node_filters(
+    cs: &CycleState<'_>,
+    node: &NodeInfo,
+    os_placement: bool,
+) -> Result<(), Rejection> {
     if os_placement {
         os_placement::filter_os(cs, node)?;
         if !cs.image_builds.is_empty() {
@@ -176,7 +189,12 @@ pub fn run_filters(
     node_unschedulable::filter(cs, node)?;
     node_name::filter(cs, node)?;
     taint_toleration::filter(cs, node)?;
-    node_affinity::filter(cs, node)?;
+    node_affinity::filter(cs, node)
+}
+
+/// The filters that depend on what is placed on the node: ports, resources, spreading and
+/// inter-pod affinity.
+pub fn run_placement_filters(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
     if !cs.host_ports.is_empty() {
         node_ports::filter(cs, node)?;
     }
@@ -302,8 +320,8 @@ pub struct Framework {
     options: FrameworkOptions,
     next_start: usize,
     rng: u64,
-    failed: Vec<(usize, Rejection)>,
     feasible: Vec<usize>,
+    static_fits: StaticFits,
 }
 
 impl Framework {
@@ -314,8 +332,8 @@ impl Framework {
             options,
             next_start: 0,
             rng,
-            failed: Vec::new(),
             feasible: Vec::new(),
+            static_fits: StaticFits::default(),
         }
     }
 
@@ -370,20 +388,26 @@ impl Framework {
         let want = self.num_feasible_nodes_to_find(nodes.len());
         let n = nodes.len();
         let start = self.next_start % n;
-        self.failed.clear();
         self.feasible.clear();
         let mut processed = n;
+        let mut known = self.static_fits.lookup(&cs, snapshot.node_generation(), n);
         for k in 0..n {
             let i = (start + k) % n;
-            match run_filters(&cs, &nodes[i], os_placement) {
-                Ok(()) => {
-                    self.feasible.push(i);
-                    if self.feasible.len() >= want {
-                        processed = k + 1;
-                        break;
-                    }
+            let node = &nodes[i];
+            let fits = match known.get(i) {
+                Some(node_fits) => node_fits && run_placement_filters(&cs, node).is_ok(),
+                None => {
+                    let node_fits = run_node_filters(&cs, node, os_placement).is_ok();
+                    known.set(i, node_fits);
+                    node_fits && run_placement_filters(&cs, node).is_ok()
                 }
-                Err(r) => self.failed.push((i, r)),
+            };
+            if fits {
+                self.feasible.push(i);
+                if self.feasible.len() >= want {
+                    processed = k + 1;
+                    break;
+                }
             }
         }
         self.next_start = (start + processed) % n;
@@ -393,8 +417,12 @@ impl Framework {
                 preemption_never,
                 ..FitError::default()
             };
-            for (i, r) in &self.failed {
-                for reason in r.reasons(&cs, &nodes[*i]) {
+            // Remembered rejections skipped their reasons; every node failed, so ask them all.
+            for node in nodes {
+                let Err(r) = run_filters(&cs, node, os_placement) else {
+                    continue;
+                };
+                for reason in r.reasons(&cs, node) {
                     *err.reasons.entry(reason).or_insert(0) += 1;
                 }
                 match r.code() {

@@ -13,11 +13,12 @@ pub mod plugins;
 pub mod queue;
 pub mod resources;
 pub mod scheduler;
+pub mod signature;
 pub mod snapshot;
 
 pub use bench::{BenchError, BenchReport, run_bench};
 pub use framework::{FitError, Framework, FrameworkOptions, Placement, TieBreak};
-pub use scheduler::{SchedulerHandle, SchedulerOptions, run, start};
+pub use scheduler::{SchedulerHandle, SchedulerOptions, Stats, run, start};
 pub use snapshot::{NodeInfo, PodInfo, Snapshot};
 
 #[cfg(test)]

@@ -39,9 +39,13 @@ pub struct SchedulerOptions {
     pub percentage_of_nodes_to_score: Option<u32>,
     /// How many bindings may be in flight at once while the snapshot assumes their result.
     pub max_in_flight_binds: usize,
-    /// How many events may be being written at once; beyond a queue of 10,000 events are dropped
-    /// (as upstream's event broadcaster drops when it cannot keep up).
+    /// How many events may be being written at once. Upstream's legacy event broadcaster (which
+    /// writes core/v1 events, as this scheduler does) writes one at a time.
     pub max_in_flight_events: usize,
+    /// Events waiting to be written beyond which new ones are dropped, as upstream's broadcaster
+    /// drops them (`maxQueuedEvents` = 1,000, `DropIfChannelFull`): events are best effort and
+    /// never hold up scheduling.
+    pub max_queued_events: usize,
     pub tie_break: TieBreak,
     /// Record `Scheduled` events for successful bindings (upstream always does; turning it off
     /// halves the writes per pod). `FailedScheduling` events are always recorded.
@@ -55,7 +59,8 @@ impl Default for SchedulerOptions {
             upstream_os_placement: false,
             percentage_of_nodes_to_score: None,
             max_in_flight_binds: 256,
-            max_in_flight_events: 16,
+            max_in_flight_events: 1,
+            max_queued_events: 1_000,
             tie_break: TieBreak::Random,
             record_scheduled_events: true,
         }
@@ -101,7 +106,7 @@ struct EventRequest {
 /// Runs the scheduler on `client` until the runtime stops (or the watches end). This is what
 /// `tandem up`/`tandem server` call; [`start`] gives a handle instead.
 pub async fn run(client: kube::Client, options: SchedulerOptions) {
-    run_inner(client, options, None).await;
+    run_inner(client, options, None, Arc::default()).await;
 }
 
 /// A running scheduler.
@@ -109,12 +114,27 @@ pub async fn run(client: kube::Client, options: SchedulerOptions) {
 pub struct SchedulerHandle {
     ready: watch::Receiver<bool>,
     task: tokio::task::JoinHandle<()>,
+    stats: Arc<Stats>,
+}
+
+/// Counters of a running scheduler.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Events written through the API.
+    pub events_recorded: AtomicU64,
+    /// Events dropped because the queue was full (or whose write failed).
+    pub events_dropped: AtomicU64,
 }
 
 impl SchedulerHandle {
     /// Waits until the scheduler has listed every node and pod and starts scheduling.
     pub async fn ready(&mut self) {
         let _ = self.ready.wait_for(|r| *r).await;
+    }
+
+    /// The scheduler's counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
     }
 
     /// Stops the scheduler and its watches.
@@ -132,8 +152,13 @@ impl Drop for SchedulerHandle {
 /// Starts the scheduler as a task; it stops when the handle is dropped.
 pub fn start(client: kube::Client, options: SchedulerOptions) -> SchedulerHandle {
     let (tx, rx) = watch::channel(false);
-    let task = tokio::spawn(run_inner(client, options, Some(tx)));
-    SchedulerHandle { ready: rx, task }
+    let stats = Arc::new(Stats::default());
+    let task = tokio::spawn(run_inner(client, options, Some(tx), stats.clone()));
+    SchedulerHandle {
+        ready: rx,
+        task,
+        stats,
+    }
 }
 
 /// Aborts the tasks it holds when dropped, so stopping the loop stops its helpers.
@@ -151,9 +176,10 @@ async fn run_inner(
     client: kube::Client,
     options: SchedulerOptions,
     ready: Option<watch::Sender<bool>>,
+    stats: Arc<Stats>,
 ) {
     let (input_tx, input_rx) = mpsc::unbounded_channel();
-    let (event_tx, event_rx) = mpsc::channel(10_000);
+    let (event_tx, event_rx) = mpsc::channel(options.max_queued_events.max(1));
     let _helpers = AbortOnDrop(vec![
         tokio::spawn(forward(
             Api::<Pod>::all(client.clone()),
@@ -167,9 +193,10 @@ async fn run_inner(
             client.clone(),
             event_rx,
             options.max_in_flight_events.max(1),
+            stats.clone(),
         )),
     ]);
-    let mut state = Loop::new(client, options, event_tx);
+    let mut state = Loop::new(client, options, event_tx, stats);
     state.ready = ready;
     state.run(input_rx).await;
 }
@@ -215,6 +242,7 @@ struct Loop {
     event_tx: mpsc::Sender<EventRequest>,
     failure_slots: Arc<Semaphore>,
     ready: Option<watch::Sender<bool>>,
+    stats: Arc<Stats>,
 }
 
 impl Loop {
@@ -222,6 +250,7 @@ impl Loop {
         client: kube::Client,
         options: SchedulerOptions,
         event_tx: mpsc::Sender<EventRequest>,
+        stats: Arc<Stats>,
     ) -> Loop {
         let (bind_tx, bind_rx) = mpsc::unbounded_channel();
         Loop {
@@ -242,6 +271,7 @@ impl Loop {
             event_tx,
             failure_slots: Arc::new(Semaphore::new(16)),
             ready: None,
+            stats,
         }
     }
 
@@ -526,6 +556,7 @@ impl Loop {
             message,
         };
         if self.event_tx.try_send(req).is_err() {
+            self.stats.events_dropped.fetch_add(1, Ordering::Relaxed);
             tracing::debug!("event queue full; dropping an event");
         }
     }
@@ -641,23 +672,28 @@ async fn bind(
 
 static EVENT_SEQ: AtomicU64 = AtomicU64::new(0);
 
-/// Writes events with bounded concurrency.
+/// Writes queued events, `concurrency` at a time (upstream's broadcaster writes one at a time).
 async fn write_events(
     client: kube::Client,
     mut rx: mpsc::Receiver<EventRequest>,
     concurrency: usize,
+    stats: Arc<Stats>,
 ) {
     let slots = Arc::new(Semaphore::new(concurrency));
     while let Some(req) = rx.recv().await {
         let Ok(permit) = slots.clone().acquire_owned().await else {
             return;
         };
-        let client = client.clone();
+        let (client, stats) = (client.clone(), stats.clone());
         tokio::spawn(async move {
             let _permit = permit;
-            if let Err(e) = write_event(client, req).await {
-                tracing::debug!(error = %e, "could not record a scheduler event");
-            }
+            match write_event(client, req).await {
+                Ok(()) => stats.events_recorded.fetch_add(1, Ordering::Relaxed),
+                Err(e) => {
+                    tracing::debug!(error = %e, "could not record a scheduler event");
+                    stats.events_dropped.fetch_add(1, Ordering::Relaxed)
+                }
+            };
         });
     }
 }

@@ -242,6 +242,9 @@ pub struct Snapshot {
     image_nodes: HashMap<String, usize>,
     /// Accounted pods carrying required anti-affinity terms.
     anti_affinity_pods: usize,
+    /// Bumped whenever a node is added or removed (positions in `nodes` change) or a node's
+    /// scheduling-relevant fields change; answers remembered per node are valid for one value.
+    node_generation: u64,
 }
 
 impl Snapshot {
@@ -253,6 +256,11 @@ impl Snapshot {
     /// Every node, in a stable order (insertion order, with removals swapped in).
     pub fn nodes(&self) -> &[NodeInfo] {
         &self.nodes
+    }
+
+    /// Changes whenever node positions or scheduling-relevant node fields may have changed.
+    pub fn node_generation(&self) -> u64 {
+        self.node_generation
     }
 
     /// A node by name.
@@ -287,6 +295,7 @@ impl Snapshot {
             return if before == relevant_view(&self.nodes[i]) {
                 NodeChange::Irrelevant
             } else {
+                self.node_generation += 1;
                 NodeChange::Relevant
             };
         }
@@ -299,6 +308,7 @@ impl Snapshot {
         }
         self.by_name.insert(name.to_string(), self.nodes.len());
         self.nodes.push(info);
+        self.node_generation += 1;
         NodeChange::Added
     }
 
@@ -309,6 +319,7 @@ impl Snapshot {
             return false;
         };
         let info = self.nodes.swap_remove(i);
+        self.node_generation += 1;
         if i < self.nodes.len() {
             self.by_name.insert(self.nodes[i].name.clone(), i);
         }

@@ -919,3 +919,77 @@ fn random_tie_break_spreads_over_equal_nodes() {
         "ties broken the same way every time: {picked:?}"
     );
 }
+
+// ----- remembered node-only answers (pod scheduling signatures) -----
+
+#[test]
+fn pods_sharing_a_signature_are_placed_as_without_the_memo() {
+    let mut nodes: Vec<Node> = (0..6)
+        .map(|i| windows_node(&format!("w{i}"), ["10.0.17763", "10.0.20348"][i % 2], true))
+        .collect();
+    nodes.extend((0..6).map(|i| node(&format!("l{i}"), json!({}))));
+    let mut remembered = snapshot(&nodes);
+    let mut fresh = snapshot(&nodes);
+    let mut fw = Framework::new(deterministic());
+    let win_2019 = |name: &str| {
+        pod(
+            name,
+            json!({"spec": {
+                "containers": [{"name": "app", "image": "mcr.microsoft.com/windows/servercore:ltsc2019", "resources": {"requests": {"cpu": "1"}}}],
+                "nodeSelector": {"kubernetes.io/os": "windows"},
+                "tolerations": [{"key": "os", "operator": "Equal", "value": "windows", "effect": "NoSchedule"}]
+            }}),
+        )
+    };
+    // Twelve pods of 1 CPU fill the three 2019 nodes (4 CPU each); the thirteenth fits nowhere
+    // and must explain every node, including those whose rejection was remembered.
+    for i in 0..12 {
+        let p = win_2019(&format!("p{i}"));
+        let placed = fw.schedule(&remembered, &p).expect("fits").node;
+        let expected = Framework::new(deterministic())
+            .schedule(&fresh, &p)
+            .expect("fits")
+            .node;
+        assert!(
+            feasible(&fresh, &p, true).contains(&placed),
+            "{placed} is not feasible for {i}"
+        );
+        place(&mut remembered, &p, &placed);
+        place(&mut fresh, &p, &expected);
+    }
+    let last = win_2019("p12");
+    let remembered_error = fw.schedule(&remembered, &last).expect_err("full");
+    let fresh_error = Framework::new(deterministic())
+        .schedule(&fresh, &last)
+        .expect_err("full");
+    assert_eq!(remembered_error, fresh_error);
+    assert_eq!(
+        remembered_error.reasons.values().sum::<usize>(),
+        12,
+        "{remembered_error}"
+    );
+}
+
+#[test]
+fn remembered_answers_are_forgotten_when_a_node_changes() {
+    let ssd = |name: &str, ssd: bool| {
+        let label = if ssd { json!("ssd") } else { Value::Null };
+        node(name, json!({"metadata": {"labels": {"disk": label}}}))
+    };
+    let mut s = snapshot(&[ssd("a", true), ssd("b", false)]);
+    let mut fw = Framework::new(deterministic());
+    let wants_ssd = |name: &str| pod(name, spec(json!({"nodeSelector": {"disk": "ssd"}})));
+    for i in 0..3 {
+        assert_eq!(
+            fw.schedule(&s, &wants_ssd(&format!("p{i}")))
+                .expect("fits")
+                .node,
+            "a"
+        );
+    }
+    s.upsert_node(&ssd("a", false));
+    s.upsert_node(&ssd("b", true));
+    assert_eq!(fw.schedule(&s, &wants_ssd("p3")).expect("fits").node, "b");
+    assert!(s.remove_node("b"));
+    assert!(fw.schedule(&s, &wants_ssd("p4")).is_err());
+}

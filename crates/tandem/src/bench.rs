@@ -69,6 +69,10 @@ pub struct NodesBench {
     /// Give up waiting for pods to run after this many seconds.
     #[arg(long, default_value_t = 600)]
     timeout_secs: u64,
+    /// Give every agent its own pod watch (as separate kubelets have) instead of one watch
+    /// shared by all the emulated nodes.
+    #[arg(long)]
+    watch_per_node: bool,
 }
 
 #[derive(Args)]
@@ -129,9 +133,21 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                 client,
                 tandem_scheduler::SchedulerOptions::default(),
             ));
+            // The agents talk HTTP/2: one connection carries up to 200 requests and watches, so
+            // one serves every agent with a shared pod watch, and a watch per agent needs one per
+            // 150 agents.
             let kubeconfig = dir.path().join("kubeconfig");
+            let agent_clients = if b.watch_per_node {
+                b.nodes.div_ceil(150).max(1)
+            } else {
+                1
+            };
+            let mut agents = Vec::with_capacity(agent_clients);
+            for _ in 0..agent_clients {
+                agents.push(crate::h2_client::client_from(&kubeconfig).await?);
+            }
             let clients = tandem_agent::bench::NodesBenchClients {
-                agents: crate::cluster::client_from(&kubeconfig).await?,
+                agents,
                 bench: crate::cluster::client_from(&kubeconfig).await?,
                 probe: crate::cluster::client_from(&kubeconfig).await?,
             };
@@ -154,6 +170,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                     replicas: b.replicas,
                     pod_rate: b.pod_rate,
                     timeout: Duration::from_secs(b.timeout_secs),
+                    watch_per_node: b.watch_per_node,
                 },
             )
             .await;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
 use tandem_agent::NodeConfig;
@@ -321,8 +321,21 @@ async fn measure(
             kib as f64 / 1024.0
         );
     }
+    let client_events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let unhealthy = unhealthy_events(&client_events).await;
+    println!(
+        "probe failures:        {} Unhealthy events on {} pods",
+        unhealthy.values().map(|(n, _)| n).sum::<i32>(),
+        unhealthy.len()
+    );
     if all_ready_at.is_none() {
         println!("not Ready:             {}", not_ready_summary(&pods).await);
+        for (name, ip) in not_ready_pods(&pods).await.into_iter().take(3) {
+            let last = unhealthy
+                .get(&name)
+                .map_or("no Unhealthy event", |(_, m)| m.as_str());
+            println!("  {name} (podIP {ip}): {last}");
+        }
     }
     Ok(())
 }
@@ -514,6 +527,44 @@ async fn delete_pods(client: &kube::Client, concurrency: usize) -> anyhow::Resul
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// Per pod, how many Unhealthy events (probe failures) it had and the latest message.
+async fn unhealthy_events(events: &Api<Event>) -> HashMap<String, (i32, String)> {
+    let mut out: HashMap<String, (i32, String)> = HashMap::new();
+    let Ok(list) = events.list(&ListParams::default()).await else {
+        return out;
+    };
+    for e in list.items {
+        if e.reason.as_deref() != Some("Unhealthy") {
+            continue;
+        }
+        let Some(name) = e.involved_object.name else {
+            continue;
+        };
+        let entry = out.entry(name).or_default();
+        entry.0 += e.count.unwrap_or(1);
+        entry.1 = e.message.unwrap_or_default();
+    }
+    out
+}
+
+/// The names and pod IPs of the pods that are not Ready.
+async fn not_ready_pods(pods: &Api<Pod>) -> Vec<(String, String)> {
+    let Ok(list) = pods.list(&ListParams::default().labels(SELECTOR)).await else {
+        return Vec::new();
+    };
+    list.items
+        .into_iter()
+        .filter(|p| !milestones(p).contains(&Milestone::Ready))
+        .map(|p| {
+            let ip = p
+                .status
+                .and_then(|s| s.pod_ip)
+                .unwrap_or_else(|| "none".into());
+            (p.metadata.name.unwrap_or_default(), ip)
+        })
+        .collect()
 }
 
 /// Phases and container waiting reasons of the pods that are not Ready, counted.

@@ -5,6 +5,7 @@ mod bench;
 mod bench_startup;
 mod cluster;
 mod cri_node;
+mod h2_client;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;

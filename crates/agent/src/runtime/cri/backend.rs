@@ -258,7 +258,13 @@ impl CriRuntime {
                     && c.state != proto::ContainerState::ContainerUnknown as i32
             });
             let entry = match (unchanged, cached) {
-                (true, Some(k)) => k,
+                // The listing's sandbox id is authoritative: an entry cached by
+                // `refresh_container` after a concurrent relist had dropped it has none, and the
+                // probes would go to the node's address instead of the pod's.
+                (true, Some(mut k)) => {
+                    k.info.sandbox_id.clone_from(&c.pod_sandbox_id);
+                    k
+                }
                 (_, prior) => match self.client.container_status(&c.id).await {
                     Ok(st) => {
                         let mut entry = self.cached_from_status(&c.pod_sandbox_id, st);
@@ -928,7 +934,17 @@ impl Runtime for CriRuntime {
     }
 
     fn container_status(&self, container_id: &str) -> Result<ContainerInfo, RuntimeError> {
-        self.cached(container_id).map(|c| c.info)
+        let mut info = self.cached(container_id)?.info;
+        // A relist keeps an unchanged entry as it was cached, due time included; a due time in
+        // the past would wake the pod worker again at once, in a loop. The cache is refreshed
+        // every RELIST, so look again then.
+        let now = tokio::time::Instant::now();
+        if let Some(at) = info.next_change.as_mut()
+            && *at <= now
+        {
+            *at = now + RELIST;
+        }
+        Ok(info)
     }
 
     fn list_containers(&self, sandbox_id: &str) -> Vec<ContainerInfo> {
