@@ -15,6 +15,17 @@ pub enum SqliteError {
     /// A whole group-commit batch failed; every request in it gets this same cause.
     #[error("write batch failed and was rolled back")]
     Batch(#[source] Arc<rusqlite::Error>),
+    /// The write-ahead log could not be flushed to disk. Every write from then on fails: the
+    /// kernel may have dropped what it could not write.
+    #[error("could not flush the write-ahead log to disk")]
+    Sync(#[source] Arc<std::io::Error>),
+    /// The write-ahead log `<db>-wal` could not be opened for flushing.
+    #[error("could not open write-ahead log {path}")]
+    Wal {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// The `<db>.lock` file beside the database could not be created or locked.
     #[error("could not use lock file {path}")]
     LockFile {

@@ -95,7 +95,8 @@ impl<'c> Snapshot<'c> {
         let published = revisions.current.load(Ordering::SeqCst);
         let tx = conn.transaction()?;
         let compacted: Revision =
-            tx.query_row(schema::SELECT_COMPACT_REVISION, [], |row| row.get(0))?;
+            tx.prepare_cached(schema::SELECT_COMPACT_REVISION)?
+                .query_row([], |row| row.get(0))?;
         Ok(Snapshot {
             tx,
             current: published.max(compacted),

@@ -1,31 +1,41 @@
 //! The single writer: group commit and compaction.
 //!
 //! One std thread owns the write connection. It blocks for the first queued request, drains up to
-//! `max_batch` more that are already waiting, and applies them all in ONE transaction, so
-//! concurrent writers share one fsync. Each request's precondition (exists / missing / expected
-//! revision) is checked inside that transaction, against the state left by the requests before it
-//! in the batch, and each request gets its own result: a failed precondition fails only that
-//! request and consumes no revision. Only after the commit returns does the writer publish the new
-//! current revision, broadcast the batch's events to watchers, and answer the callers — in that
+//! `max_batch` more that are already waiting, and applies them in ONE transaction, so concurrent
+//! writers share one flush to disk. While the previous batch is still being flushed (see
+//! [`super::durable`]), requests that arrive join the open transaction, up to `max_batch`, so the
+//! batch grows with the disk's latency instead of the writer waiting for it. Each request's
+//! precondition (exists / missing / expected revision) is checked inside that transaction, against
+//! the state left by the requests before it in the batch, and each request gets its own result: a
+//! failed precondition fails only that request and consumes no revision. After the commit the
+//! batch goes to the syncer, which flushes the write-ahead log and only then publishes the new
+//! current revision, broadcasts the batch's events to watchers, and answers the callers — in that
 //! order, so a caller that sees its write acknowledged also sees it in reads and watches.
 //!
 //! Compaction runs on the same thread in chunks of [`COMPACT_CHUNK`] revisions, one transaction
 //! each, with write batches served between chunks, so a large compaction never stalls writers for
-//! long.
+//! long. It never goes past the published revision: readers may still need anything above it.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use bytes::Bytes;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::mpsc::error::TryRecvError;
+use tokio::sync::{mpsc, oneshot};
 
 use super::Revisions;
+use super::durable::{Committed, Durability};
 use super::error::SqliteError;
 use crate::{Event, KeyValue, Result, Revision, StoreError};
 
 /// Revisions compacted per transaction.
 const COMPACT_CHUNK: Revision = 1_000;
+
+/// How long the writer sleeps between looks for more requests while it holds a batch open for
+/// the flush in flight to finish (the syncer wakes it earlier when the flush completes).
+const JOIN_POLL: Duration = Duration::from_micros(200);
 
 /// A batch of events committed together, in revision order.
 pub(super) type EventBatch = Arc<[Event]>;
@@ -65,11 +75,17 @@ struct PendingCompaction {
     replies: Vec<oneshot::Sender<Result<()>>>,
 }
 
+/// A write waiting for its result.
+type Pending = (WriteOp, oneshot::Sender<Result<KeyValue>>);
+
 pub(super) struct Writer {
     conn: Connection,
     requests: mpsc::Receiver<Request>,
     revisions: Arc<Revisions>,
-    events: broadcast::Sender<EventBatch>,
+    durable: Durability,
+    /// The last revision committed to the database; ahead of the published one while the syncer
+    /// flushes.
+    committed: Revision,
     max_batch: usize,
     compaction: Option<PendingCompaction>,
 }
@@ -87,14 +103,16 @@ impl Writer {
         conn: Connection,
         requests: mpsc::Receiver<Request>,
         revisions: Arc<Revisions>,
-        events: broadcast::Sender<EventBatch>,
+        durable: Durability,
         max_batch: usize,
     ) -> Self {
+        let committed = revisions.current.load(Ordering::SeqCst);
         Writer {
             conn,
             requests,
             revisions,
-            events,
+            durable,
+            committed,
             max_batch: max_batch.max(1),
             compaction: None,
         }
@@ -120,7 +138,9 @@ impl Writer {
             for request in batch {
                 match request {
                     Request::Write { op, reply } => writes.push((op, reply)),
-                    Request::Compact { revision, reply } => self.queue_compaction(revision, reply),
+                    Request::Compact { revision, reply } => {
+                        queue_compaction(&mut self.compaction, revision, reply)
+                    }
                 }
             }
             if !writes.is_empty() {
@@ -133,29 +153,48 @@ impl Writer {
         tracing::debug!("store writer stopped");
     }
 
-    fn queue_compaction(&mut self, revision: Revision, reply: Option<oneshot::Sender<Result<()>>>) {
-        let pending = self.compaction.get_or_insert(PendingCompaction {
-            target: revision,
-            replies: Vec::new(),
-        });
-        pending.target = pending.target.max(revision);
-        pending.replies.extend(reply);
-    }
-
-    fn commit_batch(&mut self, writes: Vec<(WriteOp, oneshot::Sender<Result<KeyValue>>)>) {
-        let base = self.revisions.current.load(Ordering::SeqCst);
-        match apply_batch(&mut self.conn, base, writes.iter().map(|(op, _)| op)) {
+    fn commit_batch(&mut self, mut writes: Vec<Pending>) {
+        if let Some(e) = self.durable.failure() {
+            for (_, reply) in writes {
+                let _ = reply.send(Err(SqliteError::Sync(Arc::clone(&e)).into()));
+            }
+            return;
+        }
+        let base = self.committed;
+        let applied = apply_batch(
+            &mut self.conn,
+            base,
+            &mut writes,
+            self.max_batch,
+            || {
+                // The previous batch is still being flushed: let requests that arrive meanwhile
+                // share the next flush instead of waiting for a later one.
+                while self.durable.busy() {
+                    match self.requests.try_recv() {
+                        Ok(Request::Write { op, reply }) => return Some((op, reply)),
+                        Ok(Request::Compact { revision, reply }) => {
+                            queue_compaction(&mut self.compaction, revision, reply)
+                        }
+                        Err(TryRecvError::Empty) => self.durable.wait_idle(JOIN_POLL),
+                        Err(TryRecvError::Disconnected) => return None,
+                    }
+                }
+                None
+            },
+        );
+        match applied {
             Ok((results, events, last)) => {
-                // Publish before answering: an acknowledged write is visible to reads and watches.
-                self.revisions.current.store(last, Ordering::SeqCst);
-                if !events.is_empty() {
-                    // No receivers is not an error: nobody is watching.
-                    let _ = self.events.send(events.into());
-                }
-                for ((_, reply), result) in writes.into_iter().zip(results) {
-                    // The caller may have given up waiting; the write stands regardless.
-                    let _ = reply.send(result);
-                }
+                self.committed = last;
+                let replies = writes
+                    .into_iter()
+                    .map(|(_, reply)| reply)
+                    .zip(results)
+                    .collect();
+                self.durable.hand_over(Committed {
+                    last,
+                    events,
+                    replies,
+                });
             }
             Err(e) => {
                 tracing::error!(error = %e, "store write batch failed");
@@ -213,31 +252,58 @@ impl Writer {
     }
 }
 
-/// Applies `ops` in one transaction starting after revision `base`. Returns each op's result, the
-/// events of the successful ones, and the last revision used. An `Err` means the whole transaction
-/// was rolled back.
+/// Applies `writes` in one transaction starting after revision `base`, then those `more` hands
+/// out (appended to `writes`) until it returns `None` or the batch holds `max_batch`. Returns each
+/// write's result, the events of the successful ones, and the last revision used. An `Err` means
+/// the whole transaction was rolled back.
 #[allow(clippy::type_complexity)]
-fn apply_batch<'a>(
+fn apply_batch(
     conn: &mut Connection,
     base: Revision,
-    ops: impl Iterator<Item = &'a WriteOp>,
+    writes: &mut Vec<Pending>,
+    max_batch: usize,
+    mut more: impl FnMut() -> Option<Pending>,
 ) -> rusqlite::Result<(Vec<Result<KeyValue>>, Vec<Event>, Revision)> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut next = base;
-    let mut results = Vec::new();
-    let mut events = Vec::new();
-    for op in ops {
-        match apply(&tx, op, next + 1)? {
-            Ok((kv, event)) => {
-                next += 1;
-                results.push(Ok(kv));
-                events.push(event);
+    let mut results = Vec::with_capacity(writes.len());
+    let mut events = Vec::with_capacity(writes.len());
+    loop {
+        for (op, _) in &writes[results.len()..] {
+            match apply(&tx, op, next + 1)? {
+                Ok((kv, event)) => {
+                    next += 1;
+                    results.push(Ok(kv));
+                    events.push(event);
+                }
+                Err(e) => results.push(Err(e)),
             }
-            Err(e) => results.push(Err(e)),
+        }
+        if writes.len() >= max_batch {
+            break;
+        }
+        match more() {
+            Some(write) => writes.push(write),
+            None => break,
         }
     }
     tx.commit()?;
     Ok((results, events, next))
+}
+
+/// Adds a compaction request to the pending one (the larger target wins; every caller is
+/// answered when it is done).
+fn queue_compaction(
+    pending: &mut Option<PendingCompaction>,
+    revision: Revision,
+    reply: Option<oneshot::Sender<Result<()>>>,
+) {
+    let pending = pending.get_or_insert(PendingCompaction {
+        target: revision,
+        replies: Vec::new(),
+    });
+    pending.target = pending.target.max(revision);
+    pending.replies.extend(reply);
 }
 
 /// Applies one write at revision `rev` if its precondition holds. The outer `Result` is a database
@@ -344,8 +410,12 @@ fn apply(
     }))
 }
 
+/// The newest row of a key, whatever its kind.
+const SELECT_LATEST: &str =
+    "SELECT id, deleted, create_revision, value FROM kv WHERE key = ?1 ORDER BY id DESC LIMIT 1";
+
 fn latest(tx: &Transaction<'_>, key: &str) -> rusqlite::Result<Option<Latest>> {
-    tx.prepare_cached("SELECT id, deleted, create_revision, value FROM kv WHERE key = ?1 ORDER BY id DESC LIMIT 1")?
+    tx.prepare_cached(SELECT_LATEST)?
         .query_row([key.as_bytes()], |row| {
             Ok(Latest { id: row.get(0)?, deleted: row.get(1)?, create_revision: row.get(2)?, value: row.get(3)? })
         })
@@ -401,4 +471,30 @@ fn compact_range(conn: &mut Connection, from: Revision, to: Revision) -> rusqlit
     )?;
     tx.commit()?;
     Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::StatementStatus;
+
+    use super::*;
+    use crate::sqlite::schema;
+
+    /// A cached statement must not be compiled again each time it is taken from the cache (see
+    /// `schema::stable_query_plans`).
+    #[test]
+    fn cached_statements_are_not_recompiled_between_uses() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut conn = Connection::open(dir.path().join("s.db")).expect("open");
+        schema::configure_writer(&conn).expect("configure");
+        schema::init(&mut conn).expect("init");
+        let tx = conn.transaction().expect("begin");
+        for rev in 1..=3 {
+            latest(&tx, "/k").expect("select");
+            insert(&tx, rev, "/k", rev == 1, false, 1, rev - 1, b"{}").expect("insert");
+        }
+        let stmt = tx.prepare_cached(SELECT_LATEST).expect("cached");
+        assert_eq!(stmt.get_status(StatementStatus::Run), 3);
+        assert_eq!(stmt.get_status(StatementStatus::RePrepare), 0);
+    }
 }
