@@ -18,7 +18,7 @@ impl State {
         let rt = self.registry.by_plural(group, "v1", plural)?;
         let key = rt.key(None, name);
         if let Some(o) = self.cache.get(&rt, &key) {
-            return Some(o.value().clone());
+            return o.to_value();
         }
         let kv = self.store.get(&key).await.ok()??;
         serde_json::from_slice(&kv.value).ok()

@@ -6,31 +6,45 @@
 //! snapshot and its resourceVersion always agree, and a watch registered under the same lock misses
 //! nothing between its starting revision and the live stream.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tandem_core::registry::{Registry, ResourceType};
+use tandem_core::selector::{SelectableFields, selectable_fields};
 use tandem_store::{Event, KeyValue, Revision, Store, StoreError};
 use tokio::sync::{broadcast, watch};
 
-/// One object as served: its JSON encoding with `metadata.resourceVersion` stamped in, and the
-/// parsed value, built on first use.
+/// One object as served: its JSON encoding with `metadata.resourceVersion` stamped in, and what
+/// selectors look at (labels and selectable fields), computed on first use.
 ///
-/// Most objects are only ever sent as bytes (LIST and WATCH splice `json` without parsing), so
-/// the cache does not parse every write: a parsed object is several times the size of its
-/// encoding, and parsing each event on the cache's single dispatcher was a measurable share of
-/// the write path (`perf` on `tandem bench scheduler`). Selectors, tables and metadata views parse
-/// on demand through [`Object::value`].
+/// The cache keeps bytes, not parsed trees: LIST and WATCH splice `json` without parsing, and a
+/// parsed object is several times the size of its encoding. Keeping the parsed form of every
+/// cached object and of every event in the watch history cost gigabytes with 30,000 pods
+/// (`tandem bench nodes`). Selectors use [`Attrs`], small and kept, as upstream's cacher keeps
+/// labels and fields beside each object; the rare callers that need the whole object parse it
+/// when they ask ([`Object::value`]).
 #[derive(Debug)]
 pub struct Object {
     pub key: String,
     pub rv: Revision,
     pub json: Bytes,
-    value: OnceLock<Value>,
+    /// The parsed object, for objects built from one (never for objects from the store).
+    value: Option<Value>,
+    attrs: OnceLock<Attrs>,
+}
+
+/// What label and field selectors read from an object.
+#[derive(Debug, Default)]
+pub struct Attrs {
+    /// `metadata.labels`.
+    pub labels: Map<String, Value>,
+    /// Every selectable field of its type.
+    pub fields: SelectableFields,
 }
 
 impl Object {
@@ -44,7 +58,8 @@ impl Object {
                 key: key.to_string(),
                 rv,
                 json,
-                value: OnceLock::new(),
+                value: None,
+                attrs: OnceLock::new(),
             });
         }
         // No top-level metadata object to stamp: parse and re-encode.
@@ -64,32 +79,51 @@ impl Object {
             key,
             rv,
             json,
-            value: OnceLock::from(value),
+            value: Some(value),
+            attrs: OnceLock::new(),
         }
     }
 
-    /// The parsed object, with `metadata.resourceVersion` set: parsed from `json` on first use
-    /// and kept. `from_stored` checked that `json` parses, so the `Null` fallback is unreachable
-    /// in practice.
-    pub fn value(&self) -> &Value {
-        self.value
-            .get_or_init(|| serde_json::from_slice(&self.json).unwrap_or(Value::Null))
+    /// The parsed object, with `metadata.resourceVersion` set: parsed from `json` now unless the
+    /// object was built from a parsed value. `from_stored` checked that `json` parses, so the
+    /// `Null` fallback is unreachable in practice.
+    pub fn value(&self) -> Cow<'_, Value> {
+        match &self.value {
+            Some(v) => Cow::Borrowed(v),
+            None => Cow::Owned(serde_json::from_slice(&self.json).unwrap_or(Value::Null)),
+        }
     }
 
-    /// An owned copy of the parsed object, for a caller that will change it: cloned when it is
-    /// already parsed, else parsed from `json` without keeping the result in the cache.
+    /// An owned copy of the parsed object, for a caller that will change it.
     pub fn to_value(&self) -> Option<Value> {
-        match self.value.get() {
+        match &self.value {
             Some(v) => Some(v.clone()),
             None => serde_json::from_slice(&self.json).ok(),
         }
     }
 
+    /// Labels and selectable fields; `rt` is the object's type (the same for every call, as an
+    /// object's key fixes its type).
+    pub fn attrs(&self, rt: &ResourceType) -> &Attrs {
+        self.attrs.get_or_init(|| {
+            let value = self.value();
+            Attrs {
+                labels: value
+                    .pointer("/metadata/labels")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default(),
+                fields: selectable_fields(rt, &value),
+            }
+        })
+    }
+
     /// `metadata.namespace`, if any.
-    pub fn namespace(&self) -> Option<&str> {
+    pub fn namespace(&self) -> Option<String> {
         self.value()
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
+            .map(str::to_string)
     }
 }
 
@@ -199,12 +233,19 @@ struct Inner {
     /// The revision the cache reflects.
     revision: Revision,
     history: VecDeque<Arc<CacheEvent>>,
+    /// The encoded size of the objects in `history`.
+    history_bytes: usize,
     /// Every event with a revision above this one is in `history`.
     history_floor: Revision,
 }
 
-/// How many events the cache keeps for watch resumption.
+/// How many events the cache keeps for watch resumption at most.
 const HISTORY_LIMIT: usize = 200_000;
+/// How much encoded object data the history holds at most. Upstream bounds its watch cache by
+/// event count and age; a byte bound keeps memory flat however large the objects are (with
+/// 30,000 pods and their status updates and events, 200,000 events held about 0.5 GiB). A
+/// watcher that falls further behind gets `410 Gone` and relists, as upstream's do.
+const HISTORY_BYTES: usize = 192 * 1024 * 1024;
 /// Broadcast capacity: a watcher further behind than this is dropped and must resume.
 const BROADCAST_CAPACITY: usize = 65_536;
 
@@ -267,6 +308,7 @@ impl Cache {
                 types,
                 revision: list.revision,
                 history: VecDeque::new(),
+                history_bytes: 0,
                 history_floor: list.revision,
             }),
             tx,
@@ -328,6 +370,7 @@ impl Cache {
         }
         inner.revision = list.revision;
         inner.history.clear();
+        inner.history_bytes = 0;
         inner.history_floor = list.revision;
         drop(inner);
         self.progress.send_replace(list.revision);
@@ -384,11 +427,14 @@ impl Cache {
             }
         };
         inner.revision = rev;
+        inner.history_bytes += cache_event.object.json.len();
         inner.history.push_back(cache_event.clone());
-        while inner.history.len() > HISTORY_LIMIT {
-            if let Some(old) = inner.history.pop_front() {
-                inner.history_floor = old.rv();
-            }
+        while inner.history.len() > HISTORY_LIMIT || inner.history_bytes > HISTORY_BYTES {
+            let Some(old) = inner.history.pop_front() else {
+                break;
+            };
+            inner.history_bytes = inner.history_bytes.saturating_sub(old.object.json.len());
+            inner.history_floor = old.rv();
         }
         // Sent under the lock so that a subscriber registered under the read lock sees every event
         // after its snapshot exactly once.
@@ -514,7 +560,7 @@ mod tests {
             let stored = serde_json::to_vec(&v).expect("encode");
             let obj = Object::from_stored("k", &stored, 42).expect("stored object");
             let reparsed: Value = serde_json::from_slice(&obj.json).expect("valid JSON");
-            assert_eq!(&reparsed, obj.value());
+            assert_eq!(reparsed, *obj.value());
             assert_eq!(reparsed["metadata"]["resourceVersion"], "42");
         }
     }

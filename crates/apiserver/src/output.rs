@@ -154,7 +154,7 @@ pub fn metadata_list(items: &[Arc<Object>], rv: i64, cont: Option<&str>, beta: b
         "kind": "PartialObjectMetadataList",
         "apiVersion": meta_api_version(beta),
         "metadata": meta,
-        "items": items.iter().map(|o| partial_metadata(o.value(), beta)).collect::<Vec<_>>(),
+        "items": items.iter().map(|o| partial_metadata(&o.value(), beta)).collect::<Vec<_>>(),
     })
 }
 

@@ -299,9 +299,22 @@ impl Filter {
         self.labels.is_none() && self.fields.is_none()
     }
 
-    /// [`Filter::matches`] for a cached object; without selectors the object is not parsed.
+    /// [`Filter::matches`] for a cached object, through its kept labels and fields: the object
+    /// is parsed at most once, whatever the number of watchers and selectors.
     pub fn accepts(&self, rt: &ResourceType, o: &Object) -> bool {
-        self.is_empty() || self.matches(rt, o.value())
+        if self.is_empty() {
+            return true;
+        }
+        let attrs = o.attrs(rt);
+        if let Some(l) = &self.labels
+            && !l.matches(&attrs.labels)
+        {
+            return false;
+        }
+        if let Some(f) = &self.fields {
+            return f.matches_fields(rt, &attrs.fields).unwrap_or(false);
+        }
+        true
     }
 }
 
@@ -496,7 +509,8 @@ impl State {
     ) -> Reply {
         match ctx.format {
             Format::Table { beta } => {
-                let values: Vec<&Value> = items.iter().map(|o| o.value()).collect();
+                let parsed: Vec<_> = items.iter().map(|o| o.value()).collect();
+                let values: Vec<&Value> = parsed.iter().map(|v| &**v).collect();
                 let table = output::table(
                     rt,
                     &values,
@@ -580,7 +594,7 @@ impl State {
                 || value.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
         };
         let is_terminating = match self.cache.get(&nsrt, &key) {
-            Some(o) => terminating(o.value()),
+            Some(o) => terminating(&o.value()),
             None => match self.store.get(&key).await? {
                 Some(kv) => terminating(&parse_stored(&nsrt, &kv)?),
                 None => return Err(ApiError::not_found(&nsrt, ns)),
@@ -1498,8 +1512,8 @@ impl State {
         let snap = self.cache.snapshot(rt, &prefix, |o| filter.accepts(rt, o));
         let mut deleted = Vec::new();
         for obj in snap.items {
-            let name = meta::name(obj.value()).unwrap_or_default().to_string();
-            let ns = obj.namespace().map(str::to_string);
+            let name = meta::name(&obj.value()).unwrap_or_default().to_string();
+            let ns = obj.namespace();
             match self.delete(ctx, rt, ns.as_deref(), &name, opts).await {
                 Ok(Reply::Value(_, v)) => deleted.push(v),
                 Ok(_) => {}

@@ -68,16 +68,15 @@ fn used(
         .iter()
         .filter(|o| Some(o.key.as_str()) != skip_key)
     {
-        if let Some(ip) = o
-            .value()
+        let value = o.value();
+        if let Some(ip) = value
             .pointer("/spec/clusterIP")
             .and_then(Value::as_str)
             .and_then(|s| s.parse().ok())
         {
             ips.insert(ip);
         }
-        for p in o
-            .value()
+        for p in value
             .pointer("/spec/ports")
             .and_then(Value::as_array)
             .into_iter()

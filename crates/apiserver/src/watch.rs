@@ -43,7 +43,7 @@ impl Encoder {
             Format::Table { beta } => {
                 let t = output::table(
                     &self.rt,
-                    &[obj.value()],
+                    &[&*obj.value()],
                     Some(obj.rv),
                     None,
                     self.include,
@@ -54,7 +54,7 @@ impl Encoder {
                 line(&json!({"type": kind, "object": t}))
             }
             Format::Metadata { beta } => {
-                line(&json!({"type": kind, "object": output::partial_metadata(obj.value(), beta)}))
+                line(&json!({"type": kind, "object": output::partial_metadata(&obj.value(), beta)}))
             }
         }
     }
@@ -239,7 +239,7 @@ fn translate(
                     // Upstream's cacher sends the last state the watcher saw (the old object),
                     // stamped with the resourceVersion of the change that made it leave.
                     let prev = ev.prev.as_ref()?;
-                    let mut value = prev.value().clone();
+                    let mut value = prev.to_value()?;
                     crate::cache::set_resource_version(&mut value, ev.rv());
                     let json = bytes::Bytes::from(serde_json::to_vec(&value).ok()?);
                     Some(enc.event(

@@ -218,6 +218,54 @@ impl FieldSelector {
         }
         Ok(true)
     }
+
+    /// [`matches`](Self::matches) against fields computed beforehand by [`selectable_fields`],
+    /// for an object kept as bytes that should not be parsed again for every selector.
+    pub fn matches_fields(
+        &self,
+        rt: &ResourceType,
+        fields: &SelectableFields,
+    ) -> Result<bool, SelectorError> {
+        let kind = Kind::of(rt);
+        for t in &self.terms {
+            let canonical = kind.canonical(&t.field)?;
+            let actual = fields.get(canonical).unwrap_or_default();
+            let ok = match t.op {
+                FieldOp::Equals => actual == t.value,
+                FieldOp::NotEquals => actual != t.value,
+            };
+            if !ok {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// The values of every selectable field of one object (upstream's cacher keeps these beside
+/// each cached object, so selectors never look at the object itself).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SelectableFields(Vec<(&'static str, Option<String>)>);
+
+impl SelectableFields {
+    /// The value of a canonical field label; `None` when unset or not selectable.
+    pub fn get(&self, label: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(l, _)| *l == label)
+            .and_then(|(_, v)| v.as_deref())
+    }
+}
+
+/// Every selectable field of `obj` for its resource type, with the values [`field_value`] gives.
+pub fn selectable_fields(rt: &ResourceType, obj: &Value) -> SelectableFields {
+    let kind = Kind::of(rt);
+    SelectableFields(
+        kind.labels()
+            .iter()
+            .map(|label| (*label, kind.value(obj, label)))
+            .collect(),
+    )
 }
 
 /// `Selector.String()`: `f=v,f!=v` with values re-escaped.
@@ -285,6 +333,35 @@ const EVENT_FIELDS: &[&str] = &[
     "metadata.namespace",
     "metadata.name",
 ];
+const NODE_FIELDS: &[&str] = &["metadata.name", "spec.unschedulable"];
+const NAMESPACE_FIELDS: &[&str] = &["status.phase", "metadata.name"];
+const SECRET_FIELDS: &[&str] = &["type", "metadata.namespace", "metadata.name"];
+const SERVICE_FIELDS: &[&str] = &[
+    "metadata.namespace",
+    "metadata.name",
+    "spec.clusterIP",
+    "spec.type",
+];
+const REPLICATION_CONTROLLER_FIELDS: &[&str] =
+    &["metadata.name", "metadata.namespace", "status.replicas"];
+const JOB_FIELDS: &[&str] = &["metadata.name", "metadata.namespace", "status.successful"];
+const DEFAULT_FIELDS: &[&str] = &["metadata.name", "metadata.namespace"];
+/// The core labels `events.k8s.io/v1` spellings are stored under (the right-hand side of
+/// [`EVENTS_V1_FIELDS`]).
+const EVENTS_V1_CANONICAL: &[&str] = &[
+    "reason",
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reportingComponent",
+    "type",
+    "metadata.namespace",
+    "metadata.name",
+];
 /// `pkg/apis/events/v1/conversion.go`: client spelling → the core label it is stored under.
 const EVENTS_V1_FIELDS: &[(&str, &str)] = &[
     ("reason", "reason"),
@@ -322,44 +399,31 @@ impl Kind {
         }
     }
 
+    /// The canonical labels this kind can select on.
+    fn labels(self) -> &'static [&'static str] {
+        match self {
+            Kind::Pod => POD_FIELDS,
+            Kind::Node => NODE_FIELDS,
+            Kind::Namespace => NAMESPACE_FIELDS,
+            Kind::Secret => SECRET_FIELDS,
+            Kind::Service => SERVICE_FIELDS,
+            Kind::ReplicationController => REPLICATION_CONTROLLER_FIELDS,
+            Kind::Event => EVENT_FIELDS,
+            Kind::EventsV1 => EVENTS_V1_CANONICAL,
+            Kind::Job => JOB_FIELDS,
+            Kind::Default { .. } => DEFAULT_FIELDS,
+        }
+    }
+
     /// The label under which `label` is selected, or upstream's refusal for this kind.
     fn canonical<'a>(self, label: &'a str) -> Result<&'a str, SelectorError> {
         let accepted: Option<&'a str> = match self {
             Kind::Pod if label == "spec.host" => Some("spec.nodeName"),
-            Kind::Pod => POD_FIELDS.contains(&label).then_some(label),
-            Kind::Node => ["metadata.name", "spec.unschedulable"]
-                .contains(&label)
-                .then_some(label),
-            Kind::Namespace => ["status.phase", "metadata.name"]
-                .contains(&label)
-                .then_some(label),
-            Kind::Secret => ["type", "metadata.namespace", "metadata.name"]
-                .contains(&label)
-                .then_some(label),
-            Kind::Service => [
-                "metadata.namespace",
-                "metadata.name",
-                "spec.clusterIP",
-                "spec.type",
-            ]
-            .contains(&label)
-            .then_some(label),
-            Kind::ReplicationController => {
-                ["metadata.name", "metadata.namespace", "status.replicas"]
-                    .contains(&label)
-                    .then_some(label)
-            }
-            Kind::Event => EVENT_FIELDS.contains(&label).then_some(label),
             Kind::EventsV1 => EVENTS_V1_FIELDS
                 .iter()
                 .find(|(from, _)| *from == label)
                 .map(|(_, to)| *to),
-            Kind::Job => ["metadata.name", "metadata.namespace", "status.successful"]
-                .contains(&label)
-                .then_some(label),
-            Kind::Default { .. } => ["metadata.name", "metadata.namespace"]
-                .contains(&label)
-                .then_some(label),
+            _ => self.labels().contains(&label).then_some(label),
         };
         accepted.ok_or_else(|| SelectorError::UnsupportedField {
             field: label.to_string(),
@@ -625,5 +689,63 @@ mod tests {
             err("a=b=c"),
             "invalid field selector: unescaped character in value: 61"
         );
+    }
+    /// Precomputed fields select exactly what selecting on the object does, for every
+    /// selectable label of each kind, set or unset, with `=` and `!=`.
+    #[test]
+    fn precomputed_fields_select_like_the_object() {
+        let cases = [
+            (
+                rt("", "pods"),
+                json!({"metadata": {"name": "p", "namespace": "d"},
+                       "spec": {"nodeName": "n1", "restartPolicy": "Always", "hostNetwork": true},
+                       "status": {"phase": "Running", "podIPs": [{"ip": "10.0.0.1"}]}}),
+            ),
+            (rt("", "pods"), json!({"metadata": {"name": "q"}})),
+            (
+                rt("", "nodes"),
+                json!({"metadata": {"name": "n"}, "spec": {"unschedulable": true}}),
+            ),
+            (
+                rt("", "events"),
+                json!({"metadata": {"name": "e", "namespace": "d"},
+                       "involvedObject": {"kind": "Pod", "name": "web"},
+                       "source": {"component": "kubelet"}, "type": "Normal"}),
+            ),
+            (
+                rt("events.k8s.io", "events"),
+                json!({"metadata": {"name": "e"}, "regarding": {"kind": "Pod", "uid": "u"},
+                       "reportingController": "kubelet", "reason": "Started"}),
+            ),
+            (rt("apps", "deployments"), json!({"metadata": {"name": "web", "namespace": "d"}})),
+            (rt("batch", "jobs"), json!({"metadata": {"name": "j"}, "status": {"succeeded": 2}})),
+        ];
+        for (rt, obj) in &cases {
+            let fields = selectable_fields(rt, obj);
+            let kind = Kind::of(rt);
+            let spellings: Vec<&str> = match kind {
+                Kind::EventsV1 => EVENTS_V1_FIELDS.iter().map(|(from, _)| *from).collect(),
+                _ => kind.labels().to_vec(),
+            };
+            for label in spellings {
+                let actual = field_value(rt, obj, label).expect("selectable");
+                let mut values = vec![String::new(), "other".to_string()];
+                values.extend(actual);
+                for value in values {
+                    for op in ["=", "!="] {
+                        let sel = FieldSelector::parse(&format!("{label}{op}{value}"))
+                            .expect("parses");
+                        assert_eq!(
+                            sel.matches_fields(rt, &fields),
+                            sel.matches(rt, obj),
+                            "{} {label}{op}{value}",
+                            rt.plural
+                        );
+                    }
+                }
+            }
+            let refused = FieldSelector::parse("spec.nope=x").expect("parses");
+            assert!(refused.matches_fields(rt, &fields).is_err());
+        }
     }
 }

@@ -14,7 +14,9 @@
 mod field;
 mod label;
 
-pub use field::{FieldOp, FieldRequirement, FieldSelector, field_value};
+pub use field::{
+    FieldOp, FieldRequirement, FieldSelector, SelectableFields, field_value, selectable_fields,
+};
 pub use label::{LabelSelector, Operator, Requirement};
 
 /// Why a selector was refused. The `Display` text is the message upstream's API server

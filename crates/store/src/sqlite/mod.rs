@@ -4,10 +4,12 @@
 //! revision); group commit and compaction in `writer`; snapshot reads in `read`; the
 //! history-then-live hand-over of watches in `watch`.
 //!
-//! Durability: the file is in WAL mode with `synchronous=FULL`, and a write's future resolves `Ok`
-//! only after the transaction holding it has committed, so acknowledged writes survive `kill -9`
-//! and power loss (as far as the disk honours fsync).
+//! Durability: the file is in WAL mode, and a write's future resolves `Ok` only after the
+//! transaction holding it has committed and the write-ahead log has been flushed to disk
+//! (`fdatasync`, by the syncer thread of `durable`), so acknowledged writes survive `kill -9` and
+//! power loss (as far as the disk honours fsync).
 
+mod durable;
 mod error;
 mod read;
 mod schema;
@@ -26,6 +28,7 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 pub use self::error::SqliteError;
+use self::durable::Durability;
 use self::read::ReadPool;
 use self::writer::{EventBatch, Request, WriteOp, Writer};
 use crate::{KeyValue, ListResult, Result, Revision, Store, StoreError, WatchStream};
@@ -47,8 +50,10 @@ pub struct SqliteOptions {
     /// Read connections kept open for reuse. Reads beyond this many at once open extra connections
     /// that are closed afterwards. Default 4.
     pub read_connections: usize,
-    /// Committed batches a watcher may fall behind before its stream ends with `WatchLagged`.
-    /// Default 1,024.
+    /// Committed batches a watcher may fall behind before its stream ends with `WatchLagged`
+    /// (it then resumes from the database). The channel keeps the last this many batches alive
+    /// even after every watcher has read them, so this bounds memory too: under load a batch
+    /// holds hundreds of writes with their previous values. Default 128.
     pub watch_buffer: usize,
 }
 
@@ -60,7 +65,7 @@ impl Default for SqliteOptions {
             max_batch: 256,
             queue_depth: 4_096,
             read_connections: 4,
-            watch_buffer: 1_024,
+            watch_buffer: 128,
         }
     }
 }
@@ -128,11 +133,16 @@ impl SqliteStore {
         });
         let (events, _) = broadcast::channel(options.watch_buffer.max(1));
         let (writes, requests) = mpsc::channel(options.queue_depth.max(1));
+        let durable = Durability::start(
+            schema::open_wal(path)?,
+            Arc::clone(&revisions),
+            events.clone(),
+        )?;
         let writer = Writer::new(
             conn,
             requests,
             Arc::clone(&revisions),
-            events.clone(),
+            durable,
             options.max_batch,
         );
         let writer = std::thread::Builder::new()
