@@ -351,12 +351,15 @@ fn strip_managed_fields(mut ev: watcher::Event<Pod>) -> watcher::Event<Pod> {
 type PodEvents = futures::stream::BoxStream<'static, Result<watcher::Event<Pod>, watcher::Error>>;
 
 /// One node's share of a [`SharedPodWatch`].
-pub struct PodFeed(mpsc::UnboundedReceiver<watcher::Event<Pod>>);
+///
+/// Events travel boxed: a channel allocates its slots in blocks of 32 values, and an unboxed
+/// `Event<Pod>` is kilobytes wide, so 1,000 idle feeds held tens of megabytes of empty slots.
+pub struct PodFeed(mpsc::UnboundedReceiver<Box<watcher::Event<Pod>>>);
 
 impl PodFeed {
     fn into_stream(self) -> PodEvents {
         futures::stream::unfold(self.0, |mut rx| async move {
-            rx.recv().await.map(|ev| (Ok(ev), rx))
+            rx.recv().await.map(|ev| (Ok(*ev), rx))
         })
         .boxed()
     }
@@ -373,7 +376,7 @@ impl PodFeed {
 /// before [`start`](Self::start): a node added later would miss the initial list.
 pub struct SharedPodWatch {
     client: Client,
-    routes: HashMap<String, mpsc::UnboundedSender<watcher::Event<Pod>>>,
+    routes: HashMap<String, mpsc::UnboundedSender<Box<watcher::Event<Pod>>>>,
 }
 
 impl SharedPodWatch {
@@ -413,14 +416,16 @@ impl SharedPodWatch {
                     | watcher::Event::Delete(p) => {
                         let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
                         if let Some(node) = node
-                            && routes.get(&node).is_some_and(|tx| tx.send(ev).is_err())
+                            && routes
+                                .get(&node)
+                                .is_some_and(|tx| tx.send(Box::new(ev)).is_err())
                         {
                             routes.remove(&node);
                         }
                     }
                     // The list boundaries go to every node, each then sees its own list.
                     watcher::Event::Init | watcher::Event::InitDone => {
-                        routes.retain(|_, tx| tx.send(ev.clone()).is_ok());
+                        routes.retain(|_, tx| tx.send(Box::new(ev.clone())).is_ok());
                     }
                 }
                 if routes.is_empty() {

@@ -210,6 +210,10 @@ where
     while let Some(item) = stream.next().await {
         match item {
             Ok(ev) => {
+                // managedFields is most of a fresh pod's size once decoded (a tree of every
+                // field set), and nothing here reads it; pods waiting in the input queue and the
+                // pending map were most of the scheduler's memory without this.
+                let ev = ev.modify(|o| o.meta_mut().managed_fields = None);
                 if tx.send(wrap(ev)).is_err() {
                     return;
                 }
