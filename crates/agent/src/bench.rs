@@ -402,6 +402,10 @@ pub async fn run_nodes_bench(clients: NodesBenchClients, opts: NodesBenchOptions
     creator.abort();
     probe.abort();
     watch.abort();
+    let running = observed.lock().unwrap_or_else(|p| p.into_inner()).running;
+    if running < want {
+        describe_stragglers(&clients.bench).await;
+    }
     for a in agents {
         a.abort();
     }
@@ -431,6 +435,52 @@ pub async fn run_nodes_bench(clients: NodesBenchClients, opts: NodesBenchOptions
     report.api_patch = Percentiles::of(s.patch.clone());
     report.api_errors = s.errors;
     report
+}
+
+/// Prints (to stderr) how many pods are short of Running, grouped by phase, node assignment and
+/// first container state, with one example each: what a run that did not finish was waiting for.
+async fn describe_stragglers(client: &Client) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let Ok(list) = pods.list(&ListParams::default()).await else {
+        return;
+    };
+    let mut groups: std::collections::BTreeMap<String, (usize, String)> = Default::default();
+    for p in &list.items {
+        let status = p.status.as_ref();
+        let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("-");
+        if phase == "Running" {
+            continue;
+        }
+        let state = status
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|v| v.first())
+            .and_then(|c| c.state.as_ref())
+            .map(|s| match (&s.waiting, &s.running, &s.terminated) {
+                (Some(w), _, _) => format!("waiting:{}", w.reason.as_deref().unwrap_or("")),
+                (_, Some(_), _) => "running".into(),
+                (_, _, Some(t)) => format!("terminated:{}", t.reason.as_deref().unwrap_or("")),
+                _ => "-".into(),
+            })
+            .unwrap_or_else(|| "no container status".into());
+        let bound = if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+            "bound"
+        } else {
+            "unbound"
+        };
+        let key = format!("{phase}, {bound}, {state}");
+        let example = format!(
+            "{} on {}",
+            p.metadata.name.as_deref().unwrap_or(""),
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .unwrap_or("-")
+        );
+        groups.entry(key).or_insert((0, example)).0 += 1;
+    }
+    for (key, (n, example)) in groups {
+        eprintln!("not Running: {n} pods ({key}), e.g. {example}");
+    }
 }
 
 fn is_bench_node_ready(n: &Node) -> bool {

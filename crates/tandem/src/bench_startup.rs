@@ -211,6 +211,8 @@ async fn measure(
         .await
         .context("the watch on the benchmark pods ended before its initial list")?;
 
+    let runtime_before = runtime_usage(containerd_dir);
+    let tandem_cpu_before = cpu_time(Path::new("/proc/self/stat"), false);
     let started = Instant::now();
     let mut creating = tokio::spawn(create_pods(
         pods.clone(),
@@ -245,7 +247,10 @@ async fn measure(
         }
     }
     // The containerd and shim memory while every pod runs.
-    let runtime_rss = runtime_rss_kib(containerd_dir);
+    let wall = started.elapsed();
+    let runtime_after = runtime_usage(containerd_dir);
+    let tandem_cpu = cpu_time(Path::new("/proc/self/stat"), false)
+        .map(|after| after.saturating_sub(tandem_cpu_before.unwrap_or_default()));
     watch.abort();
     let creates = match creates {
         Some(c) => c,
@@ -315,10 +320,24 @@ async fn measure(
             secs(span)
         );
     }
-    if let Some((processes, kib)) = runtime_rss {
+    if let Some(after) = runtime_after {
         println!(
-            "containerd + shims:    {:.1} MiB RSS in {processes} processes (when the wait ended)",
-            kib as f64 / 1024.0
+            "containerd + shims:    {:.1} MiB RSS in {} processes when the wait ended",
+            after.rss_kib as f64 / 1024.0,
+            after.processes
+        );
+    }
+    // CPU spent from the first create to the end of the wait: whether the pipeline was short of
+    // CPU, and who used it. (The shims' time is partial: that of runc processes still running
+    // and of shims that exited is missing.)
+    if let (Some(before), Some(after), Some(tandem)) = (runtime_before, runtime_after, tandem_cpu) {
+        let runtime = after.cpu.saturating_sub(before.cpu);
+        println!(
+            "CPU time:              tandem {}, containerd + shims + runc + CNI {} over {} of wall time ({} cores)",
+            secs(tandem),
+            secs(runtime),
+            secs(wall),
+            std::thread::available_parallelism().map_or(0, |n| n.get())
         );
     }
     let client_events: Api<Event> = Api::namespaced(client.clone(), "default");
@@ -614,12 +633,21 @@ fn cidr_room(cidr: &str) -> anyhow::Result<usize> {
     Ok((1usize << (32 - bits)) - 3)
 }
 
-/// The total RSS of containerd and its shims, found by the base directory in their command lines
-/// (containerd's config file, the shims' `-address`): (processes, KiB).
-fn runtime_rss_kib(base_dir: &Path) -> Option<(usize, u64)> {
+/// Resident memory and CPU time of a set of processes.
+#[derive(Clone, Copy, Debug, Default)]
+struct Usage {
+    processes: usize,
+    rss_kib: u64,
+    /// User and system time, with that of the children they have waited for.
+    cpu: Duration,
+}
+
+/// containerd and its shims, found by the base directory in their command lines (containerd's
+/// config file, the shims' `-address`). Their CPU time includes that of the CNI plugins
+/// (containerd's children) and of runc (the shims'), once those have exited.
+fn runtime_usage(base_dir: &Path) -> Option<Usage> {
     let needle = base_dir.to_string_lossy().into_owned();
-    let mut processes = 0;
-    let mut kib = 0;
+    let mut usage = Usage::default();
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let path = entry.path();
         let Ok(cmdline) = std::fs::read(path.join("cmdline")) else {
@@ -639,11 +667,30 @@ fn runtime_rss_kib(base_dir: &Path) -> Option<(usize, u64)> {
                     .ok()
             });
         if let Some(r) = rss {
-            processes += 1;
-            kib += r;
+            usage.processes += 1;
+            usage.rss_kib += r;
+            usage.cpu += cpu_time(&path.join("stat"), true).unwrap_or_default();
         }
     }
-    Some((processes, kib))
+    Some(usage)
+}
+
+/// User plus system time from a `/proc/<pid>/stat` file, with the waited-for children's when
+/// `children`. The kernel counts in USER_HZ ticks, 100 per second on Linux.
+fn cpu_time(stat: &Path, children: bool) -> Option<Duration> {
+    let text = std::fs::read_to_string(stat).ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces: state is
+    // field 3, utime/stime 14/15, cutime/cstime 16/17.
+    let fields: Vec<u64> = text
+        .rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    let ticks: u64 = fields.iter().take(if children { 4 } else { 2 }).sum();
+    Some(Duration::from_millis(ticks * 10))
 }
 
 /// What containerd's shutdown left: its process, shims, the bridge, cgroup directories.
@@ -654,8 +701,8 @@ fn leftovers(pid: u32, base_dir: &Path, bridge: &str, cgroup_root: &str) -> Stri
     if alive {
         left.push(format!("containerd (pid {pid})"));
     }
-    if let Some((n, _)) = runtime_rss_kib(base_dir).filter(|(n, _)| *n > 0) {
-        left.push(format!("{n} processes of this containerd"));
+    if let Some(u) = runtime_usage(base_dir).filter(|u| u.processes > 0) {
+        left.push(format!("{} processes of this containerd", u.processes));
     }
     if Path::new("/sys/class/net").join(bridge).exists() {
         left.push(format!("bridge {bridge}"));
@@ -713,6 +760,20 @@ mod tests {
         assert_eq!(cidr_room("10.250.0.0/16").unwrap(), 65_533);
         assert!(cidr_room("10.250.0.0").is_err());
         assert!(cidr_room("10.250.0.0/31").is_err());
+    }
+
+    #[test]
+    fn cpu_time_reads_ticks_after_a_command_name_with_parentheses() {
+        let dir = tempfile::tempdir().unwrap();
+        let stat = dir.path().join("stat");
+        std::fs::write(
+            &stat,
+            "42 (a b) c) S 1 1 1 0 -1 0 0 0 0 0 100 50 7 3 20 0 1\n",
+        )
+        .unwrap();
+        assert_eq!(cpu_time(&stat, false), Some(Duration::from_millis(1500)));
+        assert_eq!(cpu_time(&stat, true), Some(Duration::from_millis(1600)));
+        assert!(cpu_time(Path::new("/proc/self/stat"), false).is_some());
     }
 
     #[test]
