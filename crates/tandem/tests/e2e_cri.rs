@@ -547,12 +547,45 @@ fn up_falls_back_to_emulated_and_says_why_when_images_are_missing() {
     );
 }
 
+/// A child process that gets SIGTERM, then SIGKILL after 60 s, if the test fails before it ends,
+/// so an agent never outlives its test with containerd still running.
+struct Stopped(std::process::Child);
+
+impl Stopped {
+    /// Sends SIGTERM and waits up to `within` for the process to exit; kills it otherwise.
+    /// Whether it exited on its own.
+    fn terminate(&mut self, within: Duration) -> bool {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if matches!(self.0.try_wait(), Ok(Some(_))) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        false
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            self.terminate(Duration::from_secs(60));
+        }
+    }
+}
+
 #[test]
 fn standalone_agent_joins_with_real_containers_and_cleans_up_on_sigterm() {
     let s = Server::start();
     let state = s.dir().join("agent-state");
     let log = std::fs::File::create(s.dir().join("agent.log")).unwrap();
-    let mut agent = std::process::Command::new(env!("CARGO_BIN_EXE_tandem"))
+    let mut agent = Stopped(
+        std::process::Command::new(env!("CARGO_BIN_EXE_tandem"))
         .args([
             "agent",
             "--kubeconfig",
@@ -571,7 +604,8 @@ fn standalone_agent_joins_with_real_containers_and_cleans_up_on_sigterm() {
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .spawn()
-        .unwrap();
+        .unwrap(),
+    );
     s.eventually("node real-1 on containerd", Duration::from_secs(60), || {
         let n = s.get_json(&["node", "real-1"])?;
         n["status"]["nodeInfo"]["containerRuntimeVersion"]
@@ -600,22 +634,7 @@ spec:
     assert!(in_cidr(&ip, "10.235.0."), "{ip}");
 
     // SIGTERM: the agent removes its pods and stops its containerd.
-    std::process::Command::new("kill")
-        .args(["-TERM", &agent.id().to_string()])
-        .status()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut exited = false;
-    while Instant::now() < deadline {
-        if agent.try_wait().unwrap().is_some() {
-            exited = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    if !exited {
-        let _ = agent.kill();
-    }
+    let exited = agent.terminate(Duration::from_secs(60));
     assert!(exited, "the agent stops on SIGTERM");
     let config = state.join("containerd").join("config.toml");
     let ps = std::process::Command::new("ps")
