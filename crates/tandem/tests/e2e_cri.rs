@@ -579,6 +579,18 @@ impl Drop for Stopped {
     }
 }
 
+/// How many MASQUERADE rules in `nat POSTROUTING` have `cidr` as their source.
+fn masquerade_rules(cidr: &str) -> usize {
+    let out = std::process::Command::new("iptables")
+        .args(["-w", "5", "-t", "nat", "-S", "POSTROUTING"])
+        .output()
+        .expect("iptables runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(&format!("-s {cidr}")) && l.contains("MASQUERADE"))
+        .count()
+}
+
 #[test]
 fn standalone_agent_joins_with_real_containers_and_cleans_up_on_sigterm() {
     let s = Server::start();
@@ -633,9 +645,21 @@ spec:
         .to_string();
     assert!(in_cidr(&ip, "10.235.0."), "{ip}");
 
+    // One masquerade rule covers the node's pod CIDR (not a chain per pod).
+    assert_eq!(
+        masquerade_rules("10.235.0.0/24"),
+        1,
+        "one NAT rule for the pod CIDR while the node runs"
+    );
+
     // SIGTERM: the agent removes its pods and stops its containerd.
     let exited = agent.terminate(Duration::from_secs(60));
     assert!(exited, "the agent stops on SIGTERM");
+    assert_eq!(
+        masquerade_rules("10.235.0.0/24"),
+        0,
+        "the NAT rule goes with the node"
+    );
     let config = state.join("containerd").join("config.toml");
     let ps = std::process::Command::new("ps")
         .args(["-eo", "args"])

@@ -538,8 +538,15 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         ))
     }
 
-    /// The CNI network: a bridge with the first address as gateway, NAT to the outside,
-    /// host-local IPAM with its state under the base directory, and portmap for hostPorts.
+    /// The CNI network: a bridge with the first address as gateway, host-local IPAM with its
+    /// state under the base directory, and portmap for hostPorts.
+    ///
+    /// NAT to the outside is not the bridge plugin's `ipMasq`, which adds a chain of its own and
+    /// a jump to it in `nat POSTROUTING` for every pod (a handful of `iptables` runs at each
+    /// sandbox's setup and teardown, each slower as the table grows with the pods): with 200
+    /// pods created at once it cost a quarter of the runtime's CPU (`tandem bench startup`,
+    /// BENCHMARKS.md). One rule for the whole pod CIDR, added by [`Containerd::start`] and
+    /// removed at shutdown, does the same for every pod, as flannel and kindnet do.
     fn conflist(&self) -> Result<String, ContainerdError> {
         let ipam_dir = utf8(&self.layout.ipam_dir())?.to_string();
         let conflist = serde_json::json!({
@@ -550,7 +557,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                     "type": "bridge",
                     "bridge": self.bridge_name,
                     "isGateway": true,
-                    "ipMasq": true,
+                    "ipMasq": false,
                     "hairpinMode": true,
                     "ipam": {
                         "type": "host-local",
@@ -684,6 +691,7 @@ impl Containerd {
             containerd.stop_process().await;
             return Err(error);
         }
+        masquerade(MasqueradeOp::Ensure, &cidr, &containerd.options.bridge_name).await;
         Ok(containerd)
     }
 
@@ -796,6 +804,7 @@ impl Containerd {
         };
         self.stop_process().await;
         if remove_pods && removal.is_ok() {
+            masquerade(MasqueradeOp::Remove, &self.cidr, &self.options.bridge_name).await;
             delete_bridge(&self.options.bridge_name).await;
             remove_cgroups(Path::new("/sys/fs/cgroup"), &self.options.cgroup_root);
         }
@@ -1029,6 +1038,76 @@ async fn signal(pid: u32, name: &str) {
         Ok(output) if output.status.success() => {}
         Ok(output) => tracing::debug!(pid, output = combined_output(&output), "kill failed"),
         Err(error) => tracing::warn!(pid, %error, "cannot send a signal"),
+    }
+}
+
+/// What [`masquerade`] does with the pod CIDR's NAT rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MasqueradeOp {
+    /// Adds the rule unless it is there already (a restart adopting its pods finds it).
+    Ensure,
+    /// Deletes the rule if it is there.
+    Remove,
+}
+
+/// The `iptables` arguments after the operation flag for the rule that masquerades traffic
+/// from the pod CIDR leaving through any interface other than the bridge (traffic between pods,
+/// and to the host, keeps the pods' addresses).
+fn masquerade_rule(cidr: &Ipv4Cidr, bridge: &str) -> Vec<String> {
+    [
+        "POSTROUTING",
+        "-s",
+        &cidr.to_string(),
+        "!",
+        "-o",
+        bridge,
+        "-m",
+        "comment",
+        "--comment",
+        &format!("tandem: masquerade the pods of {bridge}"),
+        "-j",
+        "MASQUERADE",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect()
+}
+
+/// Adds or removes the pod CIDR's masquerade rule in `nat POSTROUTING`. Best effort: without
+/// it, pods still reach each other and the host, and the host reaches them; only traffic to
+/// other machines lacks NAT, so a failure is a warning.
+async fn masquerade(op: MasqueradeOp, cidr: &Ipv4Cidr, bridge: &str) {
+    let rule = masquerade_rule(cidr, bridge);
+    let iptables = |flag: &str| {
+        let mut command = Command::new("iptables");
+        command.args(["-w", "5", "-t", "nat", flag]).args(&rule);
+        command
+    };
+    let present = matches!(
+        run(iptables("-C"), "iptables", COMMAND_TIMEOUT).await,
+        Ok(output) if output.status.success()
+    );
+    let change = match (op, present) {
+        (MasqueradeOp::Ensure, false) => "-A",
+        (MasqueradeOp::Remove, true) => "-D",
+        _ => return,
+    };
+    match run(iptables(change), "iptables", COMMAND_TIMEOUT).await {
+        Ok(output) if output.status.success() => {
+            tracing::debug!(%cidr, bridge, ?op, "pod CIDR masquerade rule updated")
+        }
+        Ok(output) => tracing::warn!(
+            %cidr,
+            ?op,
+            output = combined_output(&output),
+            "cannot update the pod CIDR's masquerade rule; traffic from pods to other machines is not NATed"
+        ),
+        Err(error) => tracing::warn!(
+            %cidr,
+            ?op,
+            %error,
+            "cannot run iptables for the pod CIDR's masquerade rule; traffic from pods to other machines is not NATed"
+        ),
     }
 }
 
@@ -1273,13 +1352,23 @@ mod tests {
         assert_eq!(bridge["type"], "bridge");
         assert_eq!(bridge["bridge"], "tdm0123abcd");
         assert_eq!(bridge["isGateway"], true);
-        assert_eq!(bridge["ipMasq"], true);
+        assert_eq!(bridge["ipMasq"], false);
         let range = &bridge["ipam"]["ranges"][0][0];
         assert_eq!(range["subnet"], "10.251.3.0/24");
         assert_eq!(range["gateway"], "10.251.3.1");
         assert_eq!(bridge["ipam"]["dataDir"], "/tmp/t/cni/ipam");
         assert_eq!(value["plugins"][1]["type"], "portmap");
         assert_eq!(value["plugins"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn one_masquerade_rule_covers_the_pod_cidr_leaving_the_bridge() {
+        let cidr = Ipv4Cidr::parse("10.251.3.0/24").expect("valid");
+        let rule = masquerade_rule(&cidr, "tdm0123abcd").join(" ");
+        assert_eq!(
+            rule,
+            "POSTROUTING -s 10.251.3.0/24 ! -o tdm0123abcd -m comment --comment tandem: masquerade the pods of tdm0123abcd -j MASQUERADE"
+        );
     }
 
     #[test]
