@@ -363,8 +363,10 @@ pub struct PodWorker {
     tracks: Vec<Track>,
     start_time: SystemTime,
     conditions: BTreeMap<String, (String, SystemTime)>,
-    /// The status last written, to skip writes that would change nothing.
-    last_published: Option<PodStatus>,
+    /// A fingerprint of the status last written, to skip writes that would change nothing. A
+    /// hash rather than the status itself: a `PodStatus` is kilobytes, and a node bench holds
+    /// tens of thousands of workers.
+    last_published: Option<u64>,
     phase_override: Option<String>,
 }
 
@@ -596,7 +598,7 @@ impl PodWorker {
                 }
             }
             if let Some(p) = latest {
-                self.pod = *p;
+                self.pod = kept(*p);
             }
             if abandoned {
                 return WorkerOutcome::Abandoned;
@@ -616,7 +618,7 @@ impl PodWorker {
                 u = updates.recv() => match u {
                     Some(PodUpdate::Changed(p)) => {
                         let deleting = p.metadata.deletion_timestamp.is_some();
-                        self.pod = *p;
+                        self.pod = kept(*p);
                         if deleting {
                             return self.terminate(false).await;
                         }
@@ -639,7 +641,7 @@ impl PodWorker {
         match updates.try_recv() {
             Ok(PodUpdate::Changed(p)) => {
                 let deleting = p.metadata.deletion_timestamp.is_some();
-                self.pod = *p;
+                self.pod = kept(*p);
                 if deleting {
                     return Some(self.terminate(false).await);
                 }
@@ -1640,11 +1642,12 @@ impl PodWorker {
 
     async fn publish(&mut self) -> Result<(), ReportError> {
         let status = self.status();
-        if self.last_published.as_ref() == Some(&status) {
+        let fingerprint = status_fingerprint(&status);
+        if fingerprint.is_some() && self.last_published == fingerprint {
             return Ok(());
         }
         self.ctx.reporter.status(&self.pod, &status).await?;
-        self.last_published = Some(status);
+        self.last_published = fingerprint;
         Ok(())
     }
 
@@ -1652,6 +1655,28 @@ impl PodWorker {
     pub fn finished(&self) -> bool {
         self.stage == Stage::Finished
     }
+}
+
+/// The pod as a worker keeps it after an update from the API: the status there is the one this
+/// worker wrote (it builds the next from its own state), so only the QoS class is kept of it. A
+/// pod's status is kilobytes once parsed, and a node bench keeps tens of thousands of workers.
+/// [`PodWorker::adopt`] reads the reported status before any update replaces the pod.
+fn kept(mut pod: Pod) -> Pod {
+    pod.status = pod.status.map(|s| PodStatus {
+        qos_class: s.qos_class,
+        ..PodStatus::default()
+    });
+    pod
+}
+
+/// A 64-bit hash of the status's JSON form; `None` if it does not serialise (never expected),
+/// which makes the next publish write rather than skip.
+fn status_fingerprint(status: &PodStatus) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let bytes = serde_json::to_vec(status).ok()?;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    Some(hasher.finish())
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {
