@@ -378,6 +378,19 @@ impl State {
             _ => None,
         };
 
+        if !crate::cache::caches(rt) {
+            // Served from the store at the revision asked for (a continue token's or an exact
+            // one), else at the current one: there is no cached copy to read.
+            let (start, revision) = match (&cont, exact) {
+                (Some(c), _) => (Some(c.start_after.as_str()), c.revision),
+                (None, Some(rev)) => (None, rev),
+                (None, None) => (None, self.store.current_revision()),
+            };
+            let (items, revision, next) = self
+                .list_from_store(rt, &prefix, start, limit, revision, &filter)
+                .await?;
+            return Ok(self.list_reply(ctx, rt, items, revision, next, None));
+        }
         let (items, revision, next) = if let Some(c) = cont {
             // Nothing written since the first page: the cache still holds exactly that revision.
             let snap = self.cache.snapshot(rt, &prefix, |o| filter.accepts(rt, o));
@@ -1509,9 +1522,18 @@ impl State {
     ) -> ApiResult<Reply> {
         let filter = Filter::from_query(rt, &ctx.query)?;
         let prefix = rt.namespace_prefix(ns);
-        let snap = self.cache.snapshot(rt, &prefix, |o| filter.accepts(rt, o));
+        let items = if crate::cache::caches(rt) {
+            self.cache
+                .snapshot(rt, &prefix, |o| filter.accepts(rt, o))
+                .items
+        } else {
+            let rev = self.store.current_revision();
+            self.list_from_store(rt, &prefix, None, None, rev, &filter)
+                .await?
+                .0
+        };
         let mut deleted = Vec::new();
-        for obj in snap.items {
+        for obj in items {
             let name = meta::name(&obj.value()).unwrap_or_default().to_string();
             let ns = obj.namespace();
             match self.delete(ctx, rt, ns.as_deref(), &name, opts).await {

@@ -9,8 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use futures::StreamExt;
 use serde_json::{Value, json};
 use tandem_core::registry::ResourceType;
+use tandem_store::{Event as StoreEvent, Revision, StoreError};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::cache::{CacheEvent, EventType, Object, WatchStartError};
@@ -137,6 +139,24 @@ pub async fn start(
         return Ok(rx);
     }
     let prefix = rt.namespace_prefix(ns.as_deref());
+    let mut enc = Encoder {
+        rt: rt.clone(),
+        format: ctx.format,
+        include: IncludeObject::parse(q.get("includeObject")),
+        columns_sent: false,
+    };
+    if !crate::cache::caches(&rt) {
+        let watch = StoreWatch {
+            rt,
+            prefix,
+            filter,
+            from,
+            send_initial,
+            bookmarks,
+            timeout,
+        };
+        return watch.start(state, enc, tx, rx).await;
+    }
     let sub = match state.cache.subscribe(&rt, &prefix, from, send_initial) {
         Ok(s) => s,
         Err(WatchStartError::TooOld(rv)) => {
@@ -147,12 +167,6 @@ pub async fn start(
             let _ = tx.send(error_event(&e)).await;
             return Ok(rx);
         }
-    };
-    let mut enc = Encoder {
-        rt: rt.clone(),
-        format: ctx.format,
-        include: IncludeObject::parse(q.get("includeObject")),
-        columns_sent: false,
     };
     tokio::spawn(async move {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -205,6 +219,145 @@ pub async fn start(
         }
     });
     Ok(rx)
+}
+
+/// A watch of a type the cache does not keep ([`crate::cache::caches`]: events), fed by the
+/// store's own watch: the initial objects, when asked for, from a store list at the current
+/// revision, then the store's changes after it, with the same selector semantics as a cached
+/// watch. A revision older than the store's history is `410 Gone`, as is a watcher that falls
+/// behind the store's buffer.
+struct StoreWatch {
+    rt: Arc<ResourceType>,
+    prefix: String,
+    filter: Filter,
+    from: Option<Revision>,
+    send_initial: bool,
+    bookmarks: bool,
+    timeout: Duration,
+}
+
+impl StoreWatch {
+    async fn start(
+        self,
+        state: Arc<State>,
+        mut enc: Encoder,
+        tx: mpsc::Sender<Bytes>,
+        rx: mpsc::Receiver<Bytes>,
+    ) -> ApiResult<mpsc::Receiver<Bytes>> {
+        let (initial, after) = match self.from {
+            Some(from) if !self.send_initial => (Vec::new(), from),
+            _ => {
+                let rev = state.store.current_revision();
+                (self.list(&state, rev).await?, rev)
+            }
+        };
+        let mut stream = match state.store.watch(&self.prefix, after) {
+            Ok(stream) => stream,
+            Err(StoreError::Compacted { .. }) => {
+                let e = ApiError::gone(format!(
+                    "too old resource version: {after} ({})",
+                    state.store.current_revision()
+                ));
+                let _ = tx.send(error_event(&e)).await;
+                return Ok(rx);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let type_prefix: Arc<str> = Arc::from(self.rt.key_prefix());
+        tokio::spawn(async move {
+            let StoreWatch {
+                rt,
+                filter,
+                send_initial,
+                bookmarks,
+                timeout,
+                ..
+            } = self;
+            let deadline = tokio::time::Instant::now() + timeout;
+            for obj in &initial {
+                if filter.accepts(&rt, obj) && tx.send(enc.event("ADDED", obj)).await.is_err() {
+                    return;
+                }
+            }
+            if send_initial && tx.send(enc.bookmark(after, true)).await.is_err() {
+                return;
+            }
+            let mut last_rv = after;
+            let mut ticker = tokio::time::interval(BOOKMARK_INTERVAL);
+            ticker.tick().await;
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => return,
+                    _ = tx.closed() => return,
+                    _ = ticker.tick(), if bookmarks => {
+                        if tx.send(enc.bookmark(last_rv, false)).await.is_err() { return; }
+                    }
+                    item = stream.next() => match item {
+                        Some(Ok(ev)) => {
+                            last_rv = ev.revision();
+                            if let Some(cev) = cache_event(&type_prefix, &ev)
+                                && let Some(b) = translate(&rt, &filter, &cev, &mut enc)
+                                && tx.send(b).await.is_err() { return; }
+                        }
+                        Some(Err(_)) => {
+                            let e = ApiError::gone(format!("too old resource version: {last_rv} ({})", state.store.current_revision()));
+                            let _ = tx.send(error_event(&e)).await;
+                            return;
+                        }
+                        None => return,
+                    }
+                }
+            }
+        });
+        Ok(rx)
+    }
+
+    /// Every object under the prefix at `revision`, a page at a time.
+    async fn list(&self, state: &State, revision: Revision) -> ApiResult<Vec<Object>> {
+        let mut items = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = state
+                .store
+                .list(&self.prefix, after.as_deref(), Some(500), Some(revision))
+                .await?;
+            for kv in &page.items {
+                after = Some(kv.key.clone());
+                if let Some(obj) = Object::from_kv(kv) {
+                    items.push(obj);
+                }
+            }
+            if !page.more {
+                return Ok(items);
+            }
+        }
+    }
+}
+
+/// A store change as a cache event, for [`translate`]; `None` for a value that is not JSON.
+fn cache_event(type_prefix: &Arc<str>, ev: &StoreEvent) -> Option<CacheEvent> {
+    let (kind, object, prev) = match ev {
+        StoreEvent::Put { kv, prev } => {
+            let prev = prev.as_ref().and_then(Object::from_kv).map(Arc::new);
+            let kind = if prev.is_some() {
+                EventType::Modified
+            } else {
+                EventType::Added
+            };
+            (kind, Object::from_kv(kv)?, prev)
+        }
+        StoreEvent::Delete { prev, revision } => (
+            EventType::Deleted,
+            Object::from_stored(&prev.key, &prev.value, *revision)?,
+            Object::from_kv(prev).map(Arc::new),
+        ),
+    };
+    Some(CacheEvent {
+        type_prefix: type_prefix.clone(),
+        kind,
+        object: Arc::new(object),
+        prev,
+    })
 }
 
 /// Turns a cache event into what this watcher sees: a MODIFIED object that stops matching the

@@ -598,25 +598,25 @@ fn standalone_agent_joins_with_real_containers_and_cleans_up_on_sigterm() {
     let log = std::fs::File::create(s.dir().join("agent.log")).unwrap();
     let mut agent = Stopped(
         std::process::Command::new(env!("CARGO_BIN_EXE_tandem"))
-        .args([
-            "agent",
-            "--kubeconfig",
-            &s.kubeconfig().display().to_string(),
-            "--hostname-override",
-            "real-1",
-            "--container-runtime",
-            "cri",
-            "--pod-cidr",
-            "10.235.0.0/24",
-            "--node-ip",
-            "127.0.0.1",
-            "--state-dir",
-            &state.display().to_string(),
-        ])
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap(),
+            .args([
+                "agent",
+                "--kubeconfig",
+                &s.kubeconfig().display().to_string(),
+                "--hostname-override",
+                "real-1",
+                "--container-runtime",
+                "cri",
+                "--pod-cidr",
+                "10.235.0.0/24",
+                "--node-ip",
+                "127.0.0.1",
+                "--state-dir",
+                &state.display().to_string(),
+            ])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
     );
     s.eventually("node real-1 on containerd", Duration::from_secs(60), || {
         let n = s.get_json(&["node", "real-1"])?;

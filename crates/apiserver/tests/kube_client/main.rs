@@ -8,6 +8,7 @@ mod common;
 mod crud;
 mod delete;
 mod errors;
+mod events;
 mod list;
 mod output;
 mod patch;

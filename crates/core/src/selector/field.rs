@@ -717,8 +717,14 @@ mod tests {
                 json!({"metadata": {"name": "e"}, "regarding": {"kind": "Pod", "uid": "u"},
                        "reportingController": "kubelet", "reason": "Started"}),
             ),
-            (rt("apps", "deployments"), json!({"metadata": {"name": "web", "namespace": "d"}})),
-            (rt("batch", "jobs"), json!({"metadata": {"name": "j"}, "status": {"succeeded": 2}})),
+            (
+                rt("apps", "deployments"),
+                json!({"metadata": {"name": "web", "namespace": "d"}}),
+            ),
+            (
+                rt("batch", "jobs"),
+                json!({"metadata": {"name": "j"}, "status": {"succeeded": 2}}),
+            ),
         ];
         for (rt, obj) in &cases {
             let fields = selectable_fields(rt, obj);
@@ -733,8 +739,8 @@ mod tests {
                 values.extend(actual);
                 for value in values {
                     for op in ["=", "!="] {
-                        let sel = FieldSelector::parse(&format!("{label}{op}{value}"))
-                            .expect("parses");
+                        let sel =
+                            FieldSelector::parse(&format!("{label}{op}{value}")).expect("parses");
                         assert_eq!(
                             sel.matches_fields(rt, &fields),
                             sel.matches(rt, obj),

@@ -246,8 +246,22 @@ mod tests {
         let (second, second_answer) = batch(2);
         durable.hand_over(first);
         durable.hand_over(second);
-        assert_eq!(first_answer.await.expect("answered").expect("ok").mod_revision, 1);
-        assert_eq!(second_answer.await.expect("answered").expect("ok").mod_revision, 2);
+        assert_eq!(
+            first_answer
+                .await
+                .expect("answered")
+                .expect("ok")
+                .mod_revision,
+            1
+        );
+        assert_eq!(
+            second_answer
+                .await
+                .expect("answered")
+                .expect("ok")
+                .mod_revision,
+            2
+        );
         assert_eq!(revs.current.load(Ordering::SeqCst), 2);
         for expected in [1, 2] {
             let published = watch.recv().await.expect("events");

@@ -27,8 +27,8 @@ use bytes::Bytes;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-pub use self::error::SqliteError;
 use self::durable::Durability;
+pub use self::error::SqliteError;
 use self::read::ReadPool;
 use self::writer::{EventBatch, Request, WriteOp, Writer};
 use crate::{KeyValue, ListResult, Result, Revision, Store, StoreError, WatchStream};

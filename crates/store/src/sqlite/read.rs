@@ -94,9 +94,9 @@ impl<'c> Snapshot<'c> {
     pub(super) fn begin(conn: &'c mut Connection, revisions: &Revisions) -> Result<Self> {
         let published = revisions.current.load(Ordering::SeqCst);
         let tx = conn.transaction()?;
-        let compacted: Revision =
-            tx.prepare_cached(schema::SELECT_COMPACT_REVISION)?
-                .query_row([], |row| row.get(0))?;
+        let compacted: Revision = tx
+            .prepare_cached(schema::SELECT_COMPACT_REVISION)?
+            .query_row([], |row| row.get(0))?;
         Ok(Snapshot {
             tx,
             current: published.max(compacted),

@@ -75,7 +75,10 @@ pub(super) fn configure_writer(conn: &Connection) -> Result<(), SqliteError> {
 /// plans themselves do not change: no statistics are gathered, so there is nothing values could
 /// choose between.
 fn stable_query_plans(conn: &Connection) -> Result<(), SqliteError> {
-    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )?;
     Ok(())
 }
 

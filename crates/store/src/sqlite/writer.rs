@@ -161,27 +161,21 @@ impl Writer {
             return;
         }
         let base = self.committed;
-        let applied = apply_batch(
-            &mut self.conn,
-            base,
-            &mut writes,
-            self.max_batch,
-            || {
-                // The previous batch is still being flushed: let requests that arrive meanwhile
-                // share the next flush instead of waiting for a later one.
-                while self.durable.busy() {
-                    match self.requests.try_recv() {
-                        Ok(Request::Write { op, reply }) => return Some((op, reply)),
-                        Ok(Request::Compact { revision, reply }) => {
-                            queue_compaction(&mut self.compaction, revision, reply)
-                        }
-                        Err(TryRecvError::Empty) => self.durable.wait_idle(JOIN_POLL),
-                        Err(TryRecvError::Disconnected) => return None,
+        let applied = apply_batch(&mut self.conn, base, &mut writes, self.max_batch, || {
+            // The previous batch is still being flushed: let requests that arrive meanwhile
+            // share the next flush instead of waiting for a later one.
+            while self.durable.busy() {
+                match self.requests.try_recv() {
+                    Ok(Request::Write { op, reply }) => return Some((op, reply)),
+                    Ok(Request::Compact { revision, reply }) => {
+                        queue_compaction(&mut self.compaction, revision, reply)
                     }
+                    Err(TryRecvError::Empty) => self.durable.wait_idle(JOIN_POLL),
+                    Err(TryRecvError::Disconnected) => return None,
                 }
-                None
-            },
-        );
+            }
+            None
+        });
         match applied {
             Ok((results, events, last)) => {
                 self.committed = last;
@@ -417,7 +411,12 @@ const SELECT_LATEST: &str =
 fn latest(tx: &Transaction<'_>, key: &str) -> rusqlite::Result<Option<Latest>> {
     tx.prepare_cached(SELECT_LATEST)?
         .query_row([key.as_bytes()], |row| {
-            Ok(Latest { id: row.get(0)?, deleted: row.get(1)?, create_revision: row.get(2)?, value: row.get(3)? })
+            Ok(Latest {
+                id: row.get(0)?,
+                deleted: row.get(1)?,
+                create_revision: row.get(2)?,
+                value: row.get(3)?,
+            })
         })
         .optional()
 }
