@@ -201,7 +201,12 @@ impl ProbeTrack {
 
 #[derive(Clone, Debug)]
 struct Track {
-    container: Container,
+    /// The container's name; its spec is read from the worker's pod when needed
+    /// ([`spec_container`]) rather than copied here: a parsed `Container` is over 2 KB, and a
+    /// node bench keeps tens of thousands of workers.
+    name: String,
+    /// The image the container runs, as the spec named it when the worker started.
+    image: String,
     is_init: bool,
     /// A restartable init container (`restartPolicy: Always`): a sidecar.
     sidecar: bool,
@@ -218,10 +223,11 @@ struct Track {
 }
 
 impl Track {
-    fn new(container: Container, is_init: bool, waiting_reason: &str) -> Track {
+    fn new(container: &Container, is_init: bool, waiting_reason: &str) -> Track {
         let sidecar = is_init && container.restart_policy.as_deref() == Some("Always");
         Track {
-            container,
+            name: container.name.clone(),
+            image: container.image.clone().unwrap_or_default(),
             is_init,
             sidecar,
             state: CState::Waiting {
@@ -242,20 +248,37 @@ impl Track {
     }
 
     fn name(&self) -> &str {
-        &self.container.name
+        &self.name
     }
 
     fn field_path(&self) -> String {
         if self.is_init {
-            format!("spec.initContainers{{{}}}", self.container.name)
+            format!("spec.initContainers{{{}}}", self.name)
         } else {
-            format!("spec.containers{{{}}}", self.container.name)
+            format!("spec.containers{{{}}}", self.name)
         }
     }
 
     fn image(&self) -> String {
-        self.container.image.clone().unwrap_or_default()
+        self.image.clone()
     }
+}
+
+/// The spec of a worker's container: the init container or container named `name` in `pod`,
+/// or an empty spec if the pod no longer has it (a pod's containers cannot change, so only a
+/// malformed update gets there).
+fn spec_container<'a>(pod: &'a Pod, is_init: bool, name: &str) -> &'a Container {
+    static NONE: std::sync::LazyLock<Container> = std::sync::LazyLock::new(Container::default);
+    let spec = pod.spec.as_ref();
+    let list = if is_init {
+        spec.and_then(|s| s.init_containers.as_deref())
+    } else {
+        spec.map(|s| s.containers.as_slice())
+    };
+    list.into_iter()
+        .flatten()
+        .find(|c| c.name == name)
+        .unwrap_or(&NONE)
 }
 
 /// Formats a duration as Go's `time.Duration.String` does for the values the agent reports.
@@ -373,23 +396,20 @@ pub struct PodWorker {
 impl PodWorker {
     /// A worker for an admitted pod, starting from the beginning.
     pub fn new(ctx: Arc<WorkerContext>, pod: Pod, ip: Option<String>) -> PodWorker {
-        let spec = pod.spec.clone().unwrap_or_default();
-        let has_init = spec.init_containers.as_ref().is_some_and(|v| !v.is_empty());
+        let spec = pod.spec.as_ref();
+        let init = spec
+            .and_then(|s| s.init_containers.as_deref())
+            .unwrap_or_default();
+        let has_init = !init.is_empty();
         let waiting = if has_init {
             "PodInitializing"
         } else {
             "ContainerCreating"
         };
-        let mut tracks: Vec<Track> = spec
-            .init_containers
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|c| Track::new(c, true, waiting))
-            .collect();
+        let mut tracks: Vec<Track> = init.iter().map(|c| Track::new(c, true, waiting)).collect();
         tracks.extend(
-            spec.containers
-                .into_iter()
+            spec.iter()
+                .flat_map(|s| s.containers.iter())
                 .map(|c| Track::new(c, false, waiting)),
         );
         let start_time = pod
@@ -448,7 +468,7 @@ impl PodWorker {
         for (i, t) in w.tracks.iter_mut().enumerate() {
             let Some(latest) = containers
                 .iter()
-                .filter(|c| c.name == t.container.name)
+                .filter(|c| c.name == t.name)
                 .max_by_key(|c| c.attempt)
             else {
                 continue;
@@ -464,11 +484,12 @@ impl PodWorker {
                         started_at: latest.started_at.unwrap_or(sandbox.created_at),
                     };
                     t.started = true;
-                    t.ready = t.container.readiness_probe.is_none()
+                    let c = spec_container(&w.pod, t.is_init, &t.name);
+                    t.ready = c.readiness_probe.is_none()
                         || reported.get(&latest.id).copied().unwrap_or(false);
                     for (kind, p) in [
-                        (ProbeKind::Liveness, &t.container.liveness_probe),
-                        (ProbeKind::Readiness, &t.container.readiness_probe),
+                        (ProbeKind::Liveness, &c.liveness_probe),
+                        (ProbeKind::Readiness, &c.readiness_probe),
                     ] {
                         if let Some(p) = p {
                             let mut pt = ProbeTrack::from_spec(kind, p, now);
@@ -955,7 +976,8 @@ impl PodWorker {
     async fn start_container(&mut self, i: usize) {
         let now = Instant::now();
         let image = self.tracks[i].image();
-        let policy = pull_policy(&self.tracks[i].container).to_string();
+        let t = &self.tracks[i];
+        let policy = pull_policy(spec_container(&self.pod, t.is_init, &t.name)).to_string();
         let present = self.ctx.runtime.image_status(&image);
         let retry = |b: Option<Duration>| now + b.unwrap_or(BACKOFF_INITIAL);
         match (policy.as_str(), present) {
@@ -1036,7 +1058,8 @@ impl PodWorker {
             return;
         };
         let attempt = u32::try_from(self.tracks[i].restart_count).unwrap_or(0);
-        let container = self.tracks[i].container.clone();
+        let t = &self.tracks[i];
+        let container = spec_container(&self.pod, t.is_init, &t.name).clone();
         let info = match self
             .ctx
             .runtime
@@ -1108,6 +1131,7 @@ impl PodWorker {
         )
         .await;
         let t = &mut self.tracks[i];
+        let c = spec_container(&self.pod, t.is_init, &t.name);
         t.ever_ran = true;
         t.state = CState::Running {
             id: info.id.clone(),
@@ -1117,9 +1141,9 @@ impl PodWorker {
         t.probes.clear();
         let implicit = self.ctx.runtime.implicit_probes(&info.id);
         for (kind, spec) in [
-            (ProbeKind::Startup, t.container.startup_probe.as_ref()),
-            (ProbeKind::Liveness, t.container.liveness_probe.as_ref()),
-            (ProbeKind::Readiness, t.container.readiness_probe.as_ref()),
+            (ProbeKind::Startup, c.startup_probe.as_ref()),
+            (ProbeKind::Liveness, c.liveness_probe.as_ref()),
+            (ProbeKind::Readiness, c.readiness_probe.as_ref()),
         ] {
             match spec {
                 Some(p) => t.probes.push(ProbeTrack::from_spec(kind, p, started)),
@@ -1131,8 +1155,7 @@ impl PodWorker {
         }
         t.started = !t.probes.iter().any(|p| p.kind == ProbeKind::Startup);
         t.ready = t.started && !t.probes.iter().any(|p| p.kind == ProbeKind::Readiness);
-        if t.container
-            .lifecycle
+        if c.lifecycle
             .as_ref()
             .and_then(|l| l.post_start.as_ref())
             .is_some()
@@ -1304,8 +1327,8 @@ impl PodWorker {
         let runtime = self.ctx.runtime.clone();
         let stops = running.iter().map(|(i, id)| {
             let runtime = runtime.clone();
-            let has_pre_stop = self.tracks[*i]
-                .container
+            let t = &self.tracks[*i];
+            let has_pre_stop = spec_container(&self.pod, t.is_init, &t.name)
                 .lifecycle
                 .as_ref()
                 .and_then(|l| l.pre_stop.as_ref())
@@ -1509,7 +1532,7 @@ impl PodWorker {
             },
         };
         ContainerStatus {
-            name: t.container.name.clone(),
+            name: t.name.clone(),
             image: t.image(),
             image_id: t.image_id.clone(),
             container_id: match &t.state {
