@@ -243,10 +243,12 @@ struct Inner {
 const HISTORY_LIMIT: usize = 200_000;
 /// How much encoded object data the history holds at most. Upstream bounds its watch cache by
 /// event count and age; a byte bound keeps memory flat however large the objects are (with
-/// 30,000 pods and their status updates and events, 200,000 events held about 0.5 GiB; 64 MiB
-/// holds 15,000–20,000 pod changes, upstream's cacher keeps at most 100 × 1,024 per type). A
-/// watcher that falls further behind gets `410 Gone` and relists, as upstream's do.
-const HISTORY_BYTES: usize = 64 * 1024 * 1024;
+/// 30,000 pods and their status updates and events, 200,000 events held about 0.5 GiB). 32 MiB
+/// holds about 8,000 pod changes (events are not cached at all), several seconds of a busy
+/// cluster's writes: enough for a watcher to resume after its watch request times out, which is
+/// what upstream sizes its cacher's window for. A watcher that falls further behind gets
+/// `410 Gone` and relists, as upstream's do.
+const HISTORY_BYTES: usize = 32 * 1024 * 1024;
 /// Broadcast capacity: a watcher further behind than this is dropped and must resume.
 const BROADCAST_CAPACITY: usize = 65_536;
 
