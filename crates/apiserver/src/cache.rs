@@ -405,10 +405,16 @@ impl Cache {
         let cache_event = match (ev, object) {
             (Event::Put { kv, .. }, None) => {
                 tracing::error!(key = %kv.key, "stored value is not JSON; skipped");
+                inner.revision = rev;
+                drop(inner);
+                self.progress.send_replace(rev);
                 return;
             }
             (Event::Delete { prev, .. }, None) => {
                 map.remove(&prev.key);
+                inner.revision = rev;
+                drop(inner);
+                self.progress.send_replace(rev);
                 return;
             }
             (Event::Put { kv, .. }, Some(object)) => {
