@@ -58,6 +58,9 @@ pub fn node_info(config: &NodeConfig, runtime_version: &str) -> NodeSystemInfo {
     let (os_image, kernel) = match (config.os, config.windows_build) {
         (NodeOs::Windows, Some(b)) => (b.os_image(), b.kernel_version()),
         (NodeOs::Windows, None) => ("Windows Server Datacenter".to_string(), "10.0".to_string()),
+        (NodeOs::Linux, _) if !runtime_version.starts_with("emulated://") => {
+            host_linux_info().unwrap_or_else(|| ("Linux".to_string(), "unknown".to_string()))
+        }
         (NodeOs::Linux, _) => (
             "Linux (tandem emulated node)".to_string(),
             "6.1.0-tandem-emulated".to_string(),
@@ -84,6 +87,18 @@ pub fn node_info(config: &NodeConfig, runtime_version: &str) -> NodeSystemInfo {
         ),
         swap: None,
     }
+}
+
+/// This machine's OS image (`PRETTY_NAME` of `/etc/os-release`) and kernel release, as the
+/// kubelet reports them, for a Linux node that runs real containers here.
+fn host_linux_info() -> Option<(String, String)> {
+    let release = std::fs::read_to_string("/etc/os-release").ok()?;
+    let image = release.lines().find_map(|l| {
+        let value = l.strip_prefix("PRETTY_NAME=")?;
+        Some(value.trim().trim_matches('"').to_string())
+    })?;
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    Some((image, kernel.trim().to_string()))
 }
 
 /// Formats resources as the kubelet does: cpu in cores or millicores, bytes in `Ki` when exact.
@@ -309,6 +324,22 @@ mod tests {
         assert_eq!(labels["kubernetes.io/os"], "linux");
         assert!(!labels.contains_key("node.kubernetes.io/windows-build"));
         assert_eq!(node_info(&l, "x").operating_system, "linux");
+    }
+
+    #[test]
+    fn a_linux_node_on_real_containers_reports_this_host_and_an_emulated_one_says_so() {
+        let l = NodeConfig::linux("l");
+        let real = node_info(&l, "containerd://1.6.20");
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        assert_eq!(real.kernel_version, kernel.trim());
+        assert!(!real.os_image.contains("emulated"), "{}", real.os_image);
+        let emulated = node_info(&l, "emulated://tandem-0.1.0");
+        assert!(
+            emulated.os_image.contains("emulated"),
+            "{}",
+            emulated.os_image
+        );
+        assert!(emulated.kernel_version.contains("emulated"));
     }
 
     #[test]
