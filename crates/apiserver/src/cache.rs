@@ -381,41 +381,62 @@ impl Cache {
         Ok(list.revision)
     }
 
+    /// Applies one store change: to its type's map, the history and the live watchers when the
+    /// type is cached; in every case the cache then reflects the change's revision, so
+    /// consistent reads never wait for a change that will not reach the maps (an uncached type's,
+    /// or a stored value that is not JSON).
     fn apply(&self, ev: &Event) {
         let rev = ev.revision();
-        let Some(prefix) = prefix_of(&self.prefixes, ev.key()) else {
-            // Not a cached type (events): the cache still reflects this revision, so consistent
-            // reads of other types do not wait for a change that will never reach them.
-            let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
-            inner.revision = inner.revision.max(rev);
-            drop(inner);
-            self.progress.send_replace(rev);
-            return;
-        };
+        let prefix = prefix_of(&self.prefixes, ev.key());
         // The served form is built before taking the write lock, so readers (every create looks
         // its namespace up here) wait only for the map update.
-        let object = match ev {
+        let object = prefix.as_ref().map(|_| match ev {
             Event::Put { kv, .. } => Object::from_kv(kv),
             Event::Delete { prev, revision } => {
                 Object::from_stored(&prev.key, &prev.value, *revision)
             }
-        };
+        });
         let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        let change = match (prefix, object) {
+            (Some(prefix), Some(object)) => Self::change(&mut inner, prefix, ev, object),
+            _ => None,
+        };
+        inner.revision = rev;
+        if let Some(cache_event) = change {
+            inner.history_bytes += cache_event.object.json.len();
+            inner.history.push_back(cache_event.clone());
+            while inner.history.len() > HISTORY_LIMIT || inner.history_bytes > HISTORY_BYTES {
+                let Some(old) = inner.history.pop_front() else {
+                    break;
+                };
+                inner.history_bytes = inner.history_bytes.saturating_sub(old.object.json.len());
+                inner.history_floor = old.rv();
+            }
+            // Sent under the lock so that a subscriber registered under the read lock sees every
+            // event after its snapshot exactly once.
+            let _ = self.tx.send(cache_event);
+        }
+        drop(inner);
+        self.progress.send_replace(rev);
+    }
+
+    /// Updates the map of the type under `prefix` with a change whose served form is `object`
+    /// (`None`: the stored value is not JSON), and returns the event watchers see, if any.
+    fn change(
+        inner: &mut Inner,
+        prefix: Arc<str>,
+        ev: &Event,
+        object: Option<Object>,
+    ) -> Option<Arc<CacheEvent>> {
         let map = inner.types.entry(prefix.clone()).or_default();
-        let cache_event = match (ev, object) {
+        match (ev, object) {
             (Event::Put { kv, .. }, None) => {
                 tracing::error!(key = %kv.key, "stored value is not JSON; skipped");
-                inner.revision = rev;
-                drop(inner);
-                self.progress.send_replace(rev);
-                return;
+                None
             }
             (Event::Delete { prev, .. }, None) => {
                 map.remove(&prev.key);
-                inner.revision = rev;
-                drop(inner);
-                self.progress.send_replace(rev);
-                return;
+                None
             }
             (Event::Put { kv, .. }, Some(object)) => {
                 let object = Arc::new(object);
@@ -425,38 +446,23 @@ impl Cache {
                 } else {
                     EventType::Added
                 };
-                Arc::new(CacheEvent {
+                Some(Arc::new(CacheEvent {
                     type_prefix: prefix,
                     kind,
                     object,
                     prev,
-                })
+                }))
             }
             (Event::Delete { prev, .. }, Some(object)) => {
                 let old = map.remove(&prev.key);
-                Arc::new(CacheEvent {
+                Some(Arc::new(CacheEvent {
                     type_prefix: prefix,
                     kind: EventType::Deleted,
                     object: Arc::new(object),
                     prev: old,
-                })
+                }))
             }
-        };
-        inner.revision = rev;
-        inner.history_bytes += cache_event.object.json.len();
-        inner.history.push_back(cache_event.clone());
-        while inner.history.len() > HISTORY_LIMIT || inner.history_bytes > HISTORY_BYTES {
-            let Some(old) = inner.history.pop_front() else {
-                break;
-            };
-            inner.history_bytes = inner.history_bytes.saturating_sub(old.object.json.len());
-            inner.history_floor = old.rv();
         }
-        // Sent under the lock so that a subscriber registered under the read lock sees every event
-        // after its snapshot exactly once.
-        let _ = self.tx.send(cache_event);
-        drop(inner);
-        self.progress.send_replace(rev);
     }
 
     /// The revision the cache reflects.

@@ -467,7 +467,9 @@ impl State {
         self.list_reply(ctx, rt, items, revision, next, remaining)
     }
 
-    async fn list_from_store(
+    /// The objects under `prefix` that `filter` accepts, read from the store at `revision` a
+    /// page at a time, with a continue token after `limit` of them.
+    pub(crate) async fn list_from_store(
         &self,
         rt: &ResourceType,
         prefix: &str,

@@ -248,7 +248,10 @@ impl StoreWatch {
             Some(from) if !self.send_initial => (Vec::new(), from),
             _ => {
                 let rev = state.store.current_revision();
-                (self.list(&state, rev).await?, rev)
+                let (items, _, _) = state
+                    .list_from_store(&self.rt, &self.prefix, None, None, rev, &self.filter)
+                    .await?;
+                (items, rev)
             }
         };
         let mut stream = match state.store.watch(&self.prefix, after) {
@@ -275,7 +278,7 @@ impl StoreWatch {
             } = self;
             let deadline = tokio::time::Instant::now() + timeout;
             for obj in &initial {
-                if filter.accepts(&rt, obj) && tx.send(enc.event("ADDED", obj)).await.is_err() {
+                if tx.send(enc.event("ADDED", obj)).await.is_err() {
                     return;
                 }
             }
@@ -310,27 +313,6 @@ impl StoreWatch {
             }
         });
         Ok(rx)
-    }
-
-    /// Every object under the prefix at `revision`, a page at a time.
-    async fn list(&self, state: &State, revision: Revision) -> ApiResult<Vec<Object>> {
-        let mut items = Vec::new();
-        let mut after: Option<String> = None;
-        loop {
-            let page = state
-                .store
-                .list(&self.prefix, after.as_deref(), Some(500), Some(revision))
-                .await?;
-            for kv in &page.items {
-                after = Some(kv.key.clone());
-                if let Some(obj) = Object::from_kv(kv) {
-                    items.push(obj);
-                }
-            }
-            if !page.more {
-                return Ok(items);
-            }
-        }
     }
 }
 
