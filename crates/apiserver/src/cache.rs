@@ -579,6 +579,95 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A cache following a fresh SQLite store in `dir`.
+    async fn cache_on(dir: &std::path::Path) -> (Arc<dyn Store>, Arc<Cache>, Registry) {
+        let store: Arc<dyn Store> = Arc::new(
+            tandem_store::sqlite::SqliteStore::open(&dir.join("state.db"), Default::default())
+                .expect("store opens"),
+        );
+        let registry = Registry::builtin();
+        let cache = Cache::start(store.clone(), &registry)
+            .await
+            .expect("cache starts");
+        (store, cache, registry)
+    }
+
+    fn rt(registry: &Registry, group: &str, plural: &str) -> Arc<ResourceType> {
+        registry
+            .by_plural(group, "v1", plural)
+            .expect("registered type")
+    }
+
+    #[tokio::test]
+    async fn events_stay_out_of_the_cache_and_still_advance_its_revision() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, cache, registry) = cache_on(dir.path()).await;
+        let event = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "default"}});
+        let kv = store
+            .create(
+                "/registry/events/default/e",
+                Bytes::from(serde_json::to_vec(&event).expect("encode")),
+            )
+            .await
+            .expect("stored");
+        assert!(
+            cache
+                .wait_for(kv.mod_revision, Duration::from_secs(10))
+                .await,
+            "the cache reflects the event's revision"
+        );
+        let events = rt(&registry, "", "events");
+        assert!(cache.get(&events, "/registry/events/default/e").is_none());
+        assert!(
+            cache
+                .snapshot(&events, "/registry/events/", |_| true)
+                .items
+                .is_empty()
+        );
+
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}});
+        store
+            .create(
+                "/registry/configmaps/default/c",
+                Bytes::from(serde_json::to_vec(&cm).expect("encode")),
+            )
+            .await
+            .expect("stored");
+        let configmaps = rt(&registry, "", "configmaps");
+        let rev = store.current_revision();
+        assert!(cache.wait_for(rev, Duration::from_secs(10)).await);
+        assert!(
+            cache
+                .get(&configmaps, "/registry/configmaps/default/c")
+                .is_some()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stored_value_that_is_not_json_is_skipped_but_its_revision_is_reflected() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, cache, registry) = cache_on(dir.path()).await;
+        let kv = store
+            .create(
+                "/registry/configmaps/default/bad",
+                Bytes::from_static(b"{not json"),
+            )
+            .await
+            .expect("stored");
+        assert!(
+            cache
+                .wait_for(kv.mod_revision, Duration::from_secs(10))
+                .await,
+            "a consistent read does not wait for a change the maps never take"
+        );
+        let configmaps = rt(&registry, "", "configmaps");
+        assert!(
+            cache
+                .get(&configmaps, "/registry/configmaps/default/bad")
+                .is_none()
+        );
+    }
+
     #[test]
     fn stamping_the_stored_bytes_matches_re_encoding() {
         for v in [
