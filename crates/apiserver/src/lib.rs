@@ -2,6 +2,7 @@
 //! tables and subresources over the revisioned store, with a watch cache in front.
 
 mod admission;
+mod binding;
 pub mod bootstrap;
 pub mod cache;
 pub mod discovery;

@@ -14,6 +14,7 @@ use tandem_core::registry::{Registry, ResourceType};
 use tandem_core::selector::{FieldSelector, LabelSelector};
 use tandem_store::{Revision, Store, StoreError};
 
+use crate::binding::{self, Assignment};
 use crate::cache::{Cache, Object, set_resource_version};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
@@ -1291,39 +1292,36 @@ impl State {
             } else {
                 None
             };
-            let (mut pod, rev, cached) = match cached.and_then(|o| Some((o.to_value()?, o.rv))) {
-                Some((value, rev)) => (value, rev, true),
+            let (stored, rev, cached) = match cached {
+                Some(o) => (o.json.clone(), o.rv, true),
                 None => {
                     let kv = self
                         .store
                         .get(&key)
                         .await?
                         .ok_or_else(|| ApiError::not_found(rt, name))?;
-                    (parse_stored(rt, &kv)?, kv.mod_revision, false)
+                    (kv.value, kv.mod_revision, false)
                 }
             };
             from_cache = false;
-            let refusal = if meta::is_deleting(&pod) {
-                Some("pod is being deleted, cannot be assigned to a host".to_string())
-            } else {
-                pod.pointer("/spec/nodeName")
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-                    .map(|existing| {
-                        format!("pod {name} is already assigned to node \"{existing}\"")
-                    })
+            let now = tandem_core::time::now_rfc3339();
+            let bytes = match binding::assign(&stored, name, &node, &now) {
+                Ok(Assignment::Assigned(bytes)) => bytes,
+                // A refusal based on the cached copy is checked again against the store.
+                Ok(Assignment::Refused(_)) if cached => continue,
+                Ok(Assignment::Refused(message)) => {
+                    return Err(ApiError::conflict_msg(&binding_rt, name, &message));
+                }
+                Err(e) => {
+                    return Err(ApiError::internal(format!(
+                        "stored {} {key} is corrupt: {e}",
+                        rt.kind
+                    )));
+                }
             };
-            match refusal {
-                Some(_) if cached => continue,
-                Some(message) => return Err(ApiError::conflict_msg(&binding_rt, name, &message)),
-                None => {}
-            }
-            assign_node(&mut pod, &node, &tandem_core::time::now_rfc3339())
-                .map_err(ApiError::internal)?;
             if ctx.dry_run() {
                 return Ok(Reply::Value(201, success_status()));
             }
-            let bytes = to_stored(&mut pod)?;
             match self.store.update(&key, bytes, Some(rev)).await {
                 Ok(_) => return Ok(Reply::Value(201, success_status())),
                 Err(StoreError::Conflict { .. }) => continue,
@@ -1636,31 +1634,6 @@ fn map_write_err(rt: &ResourceType, name: &str, e: StoreError) -> ApiError {
         StoreError::AlreadyExists(_) => ApiError::already_exists(rt, name),
         other => other.into(),
     }
-}
-
-/// What a binding changes in a pod: `spec.nodeName`, and a `PodScheduled=True` condition in place
-/// of any earlier one (upstream `BindingREST.setPodNodeAndMetadata`). Fails (rather than panics)
-/// on a stored pod whose `spec` or `status` is not an object.
-fn assign_node(pod: &mut Value, node: &str, now: &str) -> Result<(), String> {
-    let obj = pod.as_object_mut().ok_or("stored pod is not an object")?;
-    obj.entry("spec")
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
-        .ok_or("stored pod's spec is not an object")?
-        .insert("nodeName".into(), json!(node));
-    let status = obj
-        .entry("status")
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
-        .ok_or("stored pod's status is not an object")?;
-    let mut conditions: Vec<Value> = match status.remove("conditions") {
-        Some(Value::Array(c)) => c,
-        _ => Vec::new(),
-    };
-    conditions.retain(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"));
-    conditions.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now}));
-    status.insert("conditions".into(), Value::Array(conditions));
-    Ok(())
 }
 
 /// A `Status` of success, as binding and some deletes return.

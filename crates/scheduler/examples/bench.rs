@@ -44,7 +44,7 @@ async fn main() -> Result<()> {
         kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
             .await?;
     let client = kube::Client::try_from(config)?;
-    let report = tandem_scheduler::run_bench(client, nodes, pods).await?;
+    let report = tandem_scheduler::run_bench(client.clone(), client, nodes, pods).await?;
     println!("{report}");
     Ok(())
 }

@@ -184,8 +184,14 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// Creates `nodes` emulated nodes, starts a scheduler, creates `pods` pods as fast as the API
 /// takes them, and reports how fast they were bound. Run it against a fresh cluster: it leaves its
 /// nodes and pods behind, and its own scheduler would compete with another one.
+///
+/// `client` creates the nodes and pods and watches for bindings; the scheduler talks through
+/// `scheduler_client`, which should be a connection of its own, as kube-scheduler's is. Over
+/// HTTP/2, one connection's frames are read and written by one task, so the bench's creates and
+/// the scheduler's bindings sharing it would queue behind each other.
 pub async fn run_bench(
     client: kube::Client,
+    scheduler_client: kube::Client,
     nodes: usize,
     pods: usize,
 ) -> Result<BenchReport, BenchError> {
@@ -248,7 +254,9 @@ pub async fn run_bench(
         let api: Api<Pod> = Api::namespaced(client.clone(), BENCH_NAMESPACE);
         tokio::spawn(async move {
             let mut synced = Some(synced_tx);
-            let mut stream = watcher(api, watcher::Config::default()).boxed();
+            // Only bound pods: the bench needs each pod once, when its binding lands.
+            let config = watcher::Config::default().fields("spec.nodeName!=");
+            let mut stream = watcher(api, config).boxed();
             while let Some(ev) = stream.next().await {
                 let pod = match ev {
                     Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => p,
@@ -282,17 +290,23 @@ pub async fn run_bench(
         record_scheduled_events: std::env::var_os("TANDEM_BENCH_NO_EVENTS").is_none(),
         ..SchedulerOptions::default()
     };
-    let mut scheduler = start(client.clone(), options);
+    let mut scheduler = start(scheduler_client, options);
     scheduler.ready().await;
 
     let pod_api: Api<Pod> = Api::namespaced(client.clone(), BENCH_NAMESPACE);
-    let first_create = Instant::now();
-    let created: Vec<Result<(String, Instant), BenchError>> = futures::stream::iter(0..pods)
+    // The pods are built before the clock starts: the figure is about the API and the scheduler,
+    // not about assembling fixtures.
+    let fixtures = (0..pods)
         .map(|i| {
+            serde_json::from_value::<Pod>(pod_json(i)).map(|p| (format!("bench-pod-{i:05}"), p))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(BenchError::Fixture)?;
+    let first_create = Instant::now();
+    let created: Vec<Result<(String, Instant), BenchError>> = futures::stream::iter(fixtures)
+        .map(|(name, pod)| {
             let api = pod_api.clone();
             async move {
-                let name = format!("bench-pod-{i:05}");
-                let pod: Pod = serde_json::from_value(pod_json(i)).map_err(BenchError::Fixture)?;
                 let sent = Instant::now();
                 match api.create(&PostParams::default(), &pod).await {
                     Ok(_) => Ok((name, sent)),

@@ -93,14 +93,18 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Api(b) => api(b).await,
         BenchCommand::Startup(b) => crate::bench_startup::run(b).await,
         BenchCommand::Scheduler(b) => {
-            let (_dir, _server, client) = bench_server().await?;
+            let (dir, _server, _client) = bench_server().await?;
+            let kubeconfig = dir.path().join("kubeconfig");
+            let client = crate::h2_client::client_from(&kubeconfig).await?;
+            let scheduler_client = crate::h2_client::client_from(&kubeconfig).await?;
             println!(
                 "tandem bench scheduler: {} nodes, {} pods (in-process API server on a durable SQLite store)",
                 b.nodes, b.pods
             );
-            let report = tandem_scheduler::bench::run_bench(client, b.nodes, b.pods)
-                .await
-                .map_err(|e| anyhow::anyhow!("scheduler bench failed: {e}"))?;
+            let report =
+                tandem_scheduler::bench::run_bench(client, scheduler_client, b.nodes, b.pods)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("scheduler bench failed: {e}"))?;
             println!("{report}");
             Ok(())
         }

@@ -3,6 +3,7 @@
 //! `k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager` do it, for the common cases.
 
 use std::collections::BTreeSet;
+use std::fmt::Write;
 
 use serde_json::{Map, Value};
 
@@ -119,13 +120,13 @@ pub(super) type Path = Vec<Step>;
 pub(super) type FieldSet = BTreeSet<Path>;
 
 impl Step {
-    fn fields_v1_key(&self) -> String {
-        match self {
-            Step::Field(n) => format!("f:{n}"),
-            Step::Key(j) => format!("k:{j}"),
-            Step::Value(j) => format!("v:{j}"),
-            Step::Index(i) => format!("i:{i}"),
-        }
+    fn write_fields_v1_key(&self, out: &mut String) {
+        let _ = match self {
+            Step::Field(n) => write!(out, "f:{n}"),
+            Step::Key(j) => write!(out, "k:{j}"),
+            Step::Value(j) => write!(out, "v:{j}"),
+            Step::Index(i) => write!(out, "i:{i}"),
+        };
     }
 
     fn parse(key: &str) -> Option<Step> {
@@ -228,24 +229,29 @@ fn walk_fields_v1(node: &Value, path: &mut Path, set: &mut FieldSet) {
 /// nothing beneath it is written as a bare `{}`.
 fn to_fields_v1(set: &FieldSet) -> Value {
     let mut root = Map::new();
+    let mut key = String::new();
     for path in set {
-        insert_fields_v1(&mut root, path);
+        insert_fields_v1(&mut root, path, &mut key);
     }
     let mut root = Value::Object(root);
     collapse_leaves(&mut root);
     root
 }
 
-fn insert_fields_v1(node: &mut Map<String, Value>, path: &[Step]) {
+/// Adds `path` to a `fieldsV1` tree; `key` is scratch space, so that the steps already in the tree
+/// (most of them, as paths share their prefixes) cost no allocation.
+fn insert_fields_v1(node: &mut Map<String, Value>, path: &[Step], key: &mut String) {
     let Some((first, rest)) = path.split_first() else {
         node.insert(".".into(), Value::Object(Map::new()));
         return;
     };
-    let entry = node
-        .entry(first.fields_v1_key())
-        .or_insert_with(|| Value::Object(Map::new()));
-    if let Value::Object(child) = entry {
-        insert_fields_v1(child, rest);
+    key.clear();
+    first.write_fields_v1_key(key);
+    if !node.contains_key(key.as_str()) {
+        node.insert(key.clone(), Value::Object(Map::new()));
+    }
+    if let Some(Value::Object(child)) = node.get_mut(key.as_str()) {
+        insert_fields_v1(child, rest, key);
     }
 }
 

@@ -84,8 +84,12 @@ pub fn track_update(
             &zero
         }
     };
-    let cmp = Comparison::of(baseline, new, ty);
-    let changed: FieldSet = cmp.added.union(&cmp.modified).cloned().collect();
+    let Comparison {
+        added: mut changed,
+        modified,
+        removed,
+    } = Comparison::of(baseline, new, ty);
+    changed.extend(modified);
 
     let api_version = match api_version {
         "" => new.get("apiVersion").and_then(Value::as_str).unwrap_or(""),
@@ -101,7 +105,7 @@ pub fn track_update(
     for (i, e) in entries.iter_mut().enumerate() {
         let before = e.set.len();
         e.set
-            .retain(|p| !cmp.removed.contains(p) && (Some(i) == mine || !changed.contains(p)));
+            .retain(|p| !removed.contains(p) && (Some(i) == mine || !changed.contains(p)));
         e.touched |= e.set.len() != before;
     }
     if !changed.is_empty() {
