@@ -106,7 +106,12 @@ impl Object {
     /// object's key fixes its type).
     pub fn attrs(&self, rt: &ResourceType) -> &Attrs {
         self.attrs.get_or_init(|| {
-            let value = self.value();
+            let value = match &self.value {
+                Some(v) => Cow::Borrowed(v),
+                None => Cow::Owned(
+                    tandem_core::selector::selection_outline(&self.json).unwrap_or(Value::Null),
+                ),
+            };
             Attrs {
                 labels: value
                     .pointer("/metadata/labels")

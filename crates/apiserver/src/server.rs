@@ -289,6 +289,10 @@ async fn handle(
     resp
 }
 
+/// How much of a refused request's body the server reads before answering (Go's server reads up
+/// to 256 KiB of an unread body).
+const UNREAD_BODY_LIMIT: usize = 256 << 10;
+
 async fn route(
     state: Arc<State>,
     identity: Option<Identity>,
@@ -309,6 +313,12 @@ async fn route(
         );
     }
     let Some(identity) = authenticate(identity, tokens, &req) else {
+        // Read the request body (up to a bound) before refusing, as Go's HTTP server does: an
+        // HTTP/2 response that ends while the client is still sending resets the stream, and
+        // curl then reported the reset (exit 92) instead of the 401.
+        let _ = Limited::new(req.into_body(), UNREAD_BODY_LIMIT)
+            .collect()
+            .await;
         return error_response(&ApiError::unauthorized(), &[]);
     };
     let accept = req

@@ -133,17 +133,17 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         }
         BenchCommand::Nodes(b) => {
             let (dir, server, client) = bench_server().await?;
-            // Controllers and scheduler share one client, the agents another, the bench and
-            // its probe one each: separate connection pools, as separate processes would have.
-            tandem_controllers::start_all(client.clone(), server.state.registry.clone());
+            // As in `tandem up`: the controllers share one client and the scheduler has an
+            // HTTP/2 connection of its own; the agents another, the bench and its probe one each.
+            tandem_controllers::start_all(client, server.state.registry.clone());
+            let kubeconfig = dir.path().join("kubeconfig");
             tokio::spawn(tandem_scheduler::run(
-                client,
+                crate::h2_client::client_from(&kubeconfig).await?,
                 tandem_scheduler::SchedulerOptions::default(),
             ));
             // The agents talk HTTP/2: one connection carries up to 200 requests and watches, so
             // one serves every agent with a shared pod watch, and a watch per agent needs one per
             // 150 agents.
-            let kubeconfig = dir.path().join("kubeconfig");
             let agent_clients = if b.watch_per_node {
                 b.nodes.div_ceil(150).max(1)
             } else {

@@ -70,7 +70,10 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
         upstream_os_placement: args.upstream_os_placement,
         ..Default::default()
     };
-    tokio::spawn(tandem_scheduler::run(client.clone(), sched));
+    // The scheduler gets an HTTP/2 connection of its own, as kube-scheduler has through
+    // client-go: its bindings do not queue behind the controllers' requests.
+    let scheduler_client = crate::h2_client::client_from(&kubeconfig).await?;
+    tokio::spawn(tandem_scheduler::run(scheduler_client, sched));
 
     println!(
         "tandem API server listening on https://{}",

@@ -13,11 +13,13 @@
 
 mod field;
 mod label;
+mod outline;
 
 pub use field::{
     FieldOp, FieldRequirement, FieldSelector, SelectableFields, field_value, selectable_fields,
 };
 pub use label::{LabelSelector, Operator, Requirement};
+pub use outline::selection_outline;
 
 /// Why a selector was refused. The `Display` text is the message upstream's API server
 /// returns in the `BadRequest` `Status`.
