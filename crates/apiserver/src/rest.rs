@@ -561,7 +561,7 @@ impl State {
     // ----- the write pipeline -----
 
     /// Decodes a body into the type of `rt`, applying `fieldValidation` to unknown fields.
-    fn decode_typed(&self, ctx: &mut Ctx, rt: &ResourceType, body: &Value) -> ApiResult<Value> {
+    fn decode_typed(&self, ctx: &mut Ctx, rt: &ResourceType, body: Value) -> ApiResult<Value> {
         if let Some(av) = body.get("apiVersion").and_then(Value::as_str)
             && av != rt.api_version()
         {
@@ -686,7 +686,7 @@ impl State {
                 "the namespace of the provided object does not match the namespace sent on the request",
             ));
         }
-        let mut obj = self.decode_typed(ctx, rt, &body)?;
+        let mut obj = self.decode_typed(ctx, rt, body)?;
         let m = meta::meta_mut(&mut obj);
         if rt.namespaced {
             if let Some(ns) = ns {
@@ -924,7 +924,7 @@ impl State {
                 "the namespace of the provided object does not match the namespace sent on the request",
             ));
         }
-        let new = self.decode_typed(ctx, rt, &body)?;
+        let new = self.decode_typed(ctx, rt, body)?;
         let _service_guard = if is_service(rt) {
             Some(self.service_lock.lock().await)
         } else {
@@ -1050,7 +1050,7 @@ impl State {
                     )
                     .await;
             }
-            let new = self.decode_typed(ctx, rt, &patched)?;
+            let new = self.decode_typed(ctx, rt, patched)?;
             ctx.applying = kind == PatchKind::Apply;
             match self
                 .commit_update(

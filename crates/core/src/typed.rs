@@ -44,8 +44,8 @@ fn round<T: DeserializeOwned + Serialize>(value: &Value) -> Result<Value, String
 
 /// Decodes `value` through the k8s-openapi type of `rt` and back. Types tandem does not have a
 /// Rust type for (e.g. `GMSACredentialSpec`) pass through unchanged.
-pub fn roundtrip(rt: &ResourceType, value: &Value) -> Result<Decoded, DecodeError> {
-    if !value.is_object() {
+pub fn roundtrip(rt: &ResourceType, mut input: Value) -> Result<Decoded, DecodeError> {
+    if !input.is_object() {
         return Err(DecodeError {
             kind: rt.kind.clone(),
             version: rt.version.clone(),
@@ -54,7 +54,6 @@ pub fn roundtrip(rt: &ResourceType, value: &Value) -> Result<Decoded, DecodeErro
     }
     // The k8s-openapi decoders insist on their own apiVersion and kind; the caller has already
     // checked what the body says against the URL, so state them here.
-    let mut input = value.clone();
     if let Some(map) = input.as_object_mut() {
         map.insert("apiVersion".into(), Value::String(rt.api_version()));
         map.insert("kind".into(), Value::String(rt.kind.clone()));
@@ -142,7 +141,7 @@ mod tests {
     fn unknown_fields_are_reported_with_paths_and_dropped() {
         let reg = Registry::builtin();
         let pods = reg.by_kind("v1", "Pod").expect("pods");
-        let d = roundtrip(&pods, &json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"i","imagePullPolicyX":"Always"}],"bogus":1}})).expect("decodes");
+        let d = roundtrip(&pods, json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"i","imagePullPolicyX":"Always"}],"bogus":1}})).expect("decodes");
         assert_eq!(
             d.unknown_fields,
             vec![
@@ -157,7 +156,7 @@ mod tests {
     fn wrong_field_type_is_a_decode_error_naming_the_kind() {
         let reg = Registry::builtin();
         let deploy = reg.by_kind("apps/v1", "Deployment").expect("deployments");
-        let e = roundtrip(&deploy, &json!({"spec":{"replicas":"three"}})).expect_err("must fail");
+        let e = roundtrip(&deploy, json!({"spec":{"replicas":"three"}})).expect_err("must fail");
         assert!(e.to_string().starts_with("Deployment in version \"v1\" cannot be handled as a Deployment: spec.replicas: invalid type"), "{e}");
     }
 }
