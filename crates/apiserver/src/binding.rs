@@ -71,9 +71,10 @@ pub(crate) fn assign(
     conditions.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now}));
     status.insert("conditions".into(), Value::Array(conditions));
 
-    metadata.remove("resourceVersion");
     spec.insert("nodeName".into(), raw(&node)?);
-    top.insert("metadata".into(), raw(&metadata)?);
+    if metadata.remove("resourceVersion").is_some() {
+        top.insert("metadata".into(), raw(&metadata)?);
+    }
     top.insert("spec".into(), raw(&spec)?);
     top.insert("status".into(), raw(&status)?);
     serde_json::to_vec(&top)
@@ -147,6 +148,7 @@ mod tests {
             panic!("pod was not assigned");
         };
         let v: Value = serde_json::from_slice(&out).expect("output is JSON");
+        assert_eq!(v["metadata"], json!({"name": "p"}));
         assert_eq!(v["spec"]["nodeName"], "n1");
         assert_eq!(v["status"]["conditions"][0]["type"], "PodScheduled");
         assert_eq!(v["status"]["conditions"][0]["status"], "True");
