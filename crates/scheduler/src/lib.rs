@@ -18,7 +18,7 @@ pub mod snapshot;
 
 pub use bench::{BenchError, BenchReport, run_bench};
 pub use framework::{FitError, Framework, FrameworkOptions, Placement, TieBreak};
-pub use scheduler::{SchedulerHandle, SchedulerOptions, Stats, run, start};
+pub use scheduler::{DEFAULT_SCHEDULER_NAME, SchedulerHandle, SchedulerOptions, Stats, run, start};
 pub use snapshot::{NodeInfo, PodInfo, Snapshot};
 
 #[cfg(test)]

@@ -191,6 +191,7 @@ async fn run_inner(
         })),
         tokio::spawn(write_events(
             client.clone(),
+            Arc::from(options.scheduler_name.as_str()),
             event_rx,
             options.max_in_flight_events.max(1),
             stats.clone(),
@@ -677,8 +678,11 @@ async fn bind(
 static EVENT_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Writes queued events, `concurrency` at a time (upstream's broadcaster writes one at a time).
+/// Writes queued events, reported as from `component` (the scheduler's name, as each upstream
+/// profile's event recorder reports its own).
 async fn write_events(
     client: kube::Client,
+    component: Arc<str>,
     mut rx: mpsc::Receiver<EventRequest>,
     concurrency: usize,
     stats: Arc<Stats>,
@@ -688,10 +692,10 @@ async fn write_events(
         let Ok(permit) = slots.clone().acquire_owned().await else {
             return;
         };
-        let (client, stats) = (client.clone(), stats.clone());
+        let (client, stats, component) = (client.clone(), stats.clone(), component.clone());
         tokio::spawn(async move {
             let _permit = permit;
-            match write_event(client, req).await {
+            match write_event(client, &component, req).await {
                 Ok(()) => stats.events_recorded.fetch_add(1, Ordering::Relaxed),
                 Err(e) => {
                     tracing::debug!(error = %e, "could not record a scheduler event");
@@ -702,7 +706,11 @@ async fn write_events(
     }
 }
 
-async fn write_event(client: kube::Client, req: EventRequest) -> Result<(), kube::Error> {
+async fn write_event(
+    client: kube::Client,
+    component: &str,
+    req: EventRequest,
+) -> Result<(), kube::Error> {
     let pod = &req.pod;
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
@@ -727,9 +735,9 @@ async fn write_event(client: kube::Client, req: EventRequest) -> Result<(), kube
         "message": req.message,
         "type": req.type_,
         "action": req.action,
-        "source": {"component": DEFAULT_SCHEDULER_NAME},
-        "reportingComponent": DEFAULT_SCHEDULER_NAME,
-        "reportingInstance": DEFAULT_SCHEDULER_NAME,
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": component,
         "firstTimestamp": now,
         "lastTimestamp": now,
         "count": 1,

@@ -204,6 +204,46 @@ fn assign_pod_cidrs(nodes: &mut [NodeConfig], cluster_cidr: &str) -> anyhow::Res
     Ok(())
 }
 
+/// Flags of `tandem scheduler`, named as kube-scheduler's.
+#[derive(Args, Clone, Debug)]
+pub struct SchedulerArgs {
+    /// Kubeconfig with credentials for the API server.
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+    /// Schedule the pods whose `spec.schedulerName` is this.
+    #[arg(long, default_value = tandem_scheduler::DEFAULT_SCHEDULER_NAME)]
+    pub scheduler_name: String,
+    /// Schedule exactly as upstream kube-scheduler does, without tandem's OS placement and
+    /// Windows build compatibility.
+    #[arg(long)]
+    pub upstream_os_placement: bool,
+}
+
+/// Runs a scheduler alone until Ctrl-C or SIGTERM.
+pub async fn run_scheduler(args: SchedulerArgs) -> anyhow::Result<()> {
+    // HTTP/2 when the kubeconfig holds a client certificate, kube-rs' own client otherwise
+    // (tokens, exec plugins).
+    let client = match crate::h2_client::client_from(&args.kubeconfig).await {
+        Ok(client) => client,
+        Err(_) => client_from(&args.kubeconfig).await?,
+    };
+    let options = tandem_scheduler::SchedulerOptions {
+        scheduler_name: args.scheduler_name.clone(),
+        upstream_os_placement: args.upstream_os_placement,
+        ..Default::default()
+    };
+    println!(
+        "tandem scheduler: scheduling pods with schedulerName {:?}",
+        args.scheduler_name
+    );
+    tokio::select! {
+        () = tandem_scheduler::run(client, options) => {
+            anyhow::bail!("the scheduler stopped")
+        }
+        () = wait_for_shutdown() => Ok(()),
+    }
+}
+
 /// Flags of `tandem agent`, named as the kubelet's.
 #[derive(Args, Clone, Debug)]
 pub struct AgentArgs {

@@ -37,6 +37,9 @@ enum Command {
     Up(UpArgs),
     /// Runs one node agent that joins a server.
     Agent(cluster::AgentArgs),
+    /// Runs a scheduler alone against an API server, as kube-scheduler runs beside
+    /// kube-apiserver (a second scheduler takes the pods that name it in `spec.schedulerName`).
+    Scheduler(cluster::SchedulerArgs),
     /// Runs benchmarks and prints their figures.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -130,6 +133,7 @@ fn main() -> anyhow::Result<()> {
                 cluster::run(server, Some(args)).await
             }
             Command::Agent(args) => cluster::run_agent(args).await,
+            Command::Scheduler(args) => cluster::run_scheduler(args).await,
             Command::Bench(cmd) => bench::run(cmd).await,
         }
     })

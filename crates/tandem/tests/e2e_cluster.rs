@@ -276,3 +276,56 @@ fn job_runs_to_completion() {
     let job = s.get_json(&["job", "once"]).unwrap();
     assert_eq!(job["status"]["succeeded"], 2, "{}", job["status"]);
 }
+
+/// Kills a child process when the test ends, however it ends.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn standalone_scheduler_binds_the_pods_that_name_it() {
+    let s = Server::start_up(None);
+    // A pod for a second scheduler: tandem up's own scheduler must leave it alone.
+    let manifest = "apiVersion: v1\nkind: Pod\nmetadata: {name: second}\nspec:\n  schedulerName: second-scheduler\n  nodeSelector: {kubernetes.io/os: linux}\n  containers: [{name: c, image: tandem.local/busybox:1}]\n";
+    s.kubectl_stdin(&["apply", "-f", "-"], manifest).ok();
+    let log = std::fs::File::create(s.dir().join("scheduler.log")).unwrap();
+    let _scheduler = Child(
+        std::process::Command::new(env!("CARGO_BIN_EXE_tandem"))
+            .args([
+                "scheduler",
+                "--kubeconfig",
+                &s.kubeconfig().display().to_string(),
+                "--scheduler-name",
+                "second-scheduler",
+            ])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let pod = s.eventually("the pod running", Duration::from_secs(90), || {
+        let p = s.get_json(&["pod", "second"])?;
+        (p["status"]["phase"] == "Running").then_some(p)
+    });
+    assert_eq!(pod["spec"]["nodeName"], "linux-1");
+    // The binding came from the standalone scheduler, which reports under its own name.
+    let sources = s.eventually("a Scheduled event", Duration::from_secs(30), || {
+        let events = s.get_json(&[
+            "events",
+            "--field-selector",
+            "involvedObject.name=second,reason=Scheduled",
+        ])?;
+        let sources: Vec<Value> = events["items"]
+            .as_array()?
+            .iter()
+            .map(|e| e["source"]["component"].clone())
+            .collect();
+        (!sources.is_empty()).then_some(sources)
+    });
+    assert_eq!(sources, [Value::from("second-scheduler")]);
+}
