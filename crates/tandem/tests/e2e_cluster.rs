@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Server, seed};
+use common::{Server, Stopped, seed};
 use serde_json::Value;
 
 const LONG: Duration = Duration::from_secs(150);
@@ -277,16 +277,6 @@ fn job_runs_to_completion() {
     assert_eq!(job["status"]["succeeded"], 2, "{}", job["status"]);
 }
 
-/// Kills a child process when the test ends, however it ends.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn standalone_scheduler_binds_the_pods_that_name_it() {
     let s = Server::start_up(None);
@@ -294,7 +284,7 @@ fn standalone_scheduler_binds_the_pods_that_name_it() {
     let manifest = "apiVersion: v1\nkind: Pod\nmetadata: {name: second}\nspec:\n  schedulerName: second-scheduler\n  nodeSelector: {kubernetes.io/os: linux}\n  containers: [{name: c, image: tandem.local/busybox:1}]\n";
     s.kubectl_stdin(&["apply", "-f", "-"], manifest).ok();
     let log = std::fs::File::create(s.dir().join("scheduler.log")).unwrap();
-    let _scheduler = Child(
+    let _scheduler = Stopped(
         std::process::Command::new(env!("CARGO_BIN_EXE_tandem"))
             .args([
                 "scheduler",

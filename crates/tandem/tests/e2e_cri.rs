@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::Server;
+use common::{Server, Stopped};
 use serde_json::Value;
 
 const LONG: Duration = Duration::from_secs(120);
@@ -545,38 +545,6 @@ fn up_falls_back_to_emulated_and_says_why_when_images_are_missing() {
         log.contains("real containers unavailable") && log.contains("scripts/build-images.sh"),
         "{log}"
     );
-}
-
-/// A child process that gets SIGTERM, then SIGKILL after 60 s, if the test fails before it ends,
-/// so an agent never outlives its test with containerd still running.
-struct Stopped(std::process::Child);
-
-impl Stopped {
-    /// Sends SIGTERM and waits up to `within` for the process to exit; kills it otherwise.
-    /// Whether it exited on its own.
-    fn terminate(&mut self, within: Duration) -> bool {
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if matches!(self.0.try_wait(), Ok(Some(_))) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        false
-    }
-}
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            self.terminate(Duration::from_secs(60));
-        }
-    }
 }
 
 /// How many MASQUERADE rules in `nat POSTROUTING` have `cidr` as their source.

@@ -733,3 +733,35 @@ spec:
 "#
     )
 }
+
+/// A child process that gets SIGTERM, then SIGKILL after 60 s, if the test fails before it ends,
+/// so an agent or scheduler never outlives its test (an agent with containerd still running).
+pub struct Stopped(pub Child);
+
+impl Stopped {
+    /// Sends SIGTERM and waits up to `within` for the process to exit; kills it otherwise.
+    /// Whether it exited on its own.
+    pub fn terminate(&mut self, within: Duration) -> bool {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if matches!(self.0.try_wait(), Ok(Some(_))) {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        false
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            self.terminate(Duration::from_secs(60));
+        }
+    }
+}
