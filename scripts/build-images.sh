@@ -3,7 +3,9 @@
 # from Debian's static busybox and nothing else (no registry, no docker):
 #   OUT_DIR/pause.tar    tandem.local/pause:1    the sandbox process: a shell loop that reaps
 #                                                orphans and exits on SIGTERM
-#   OUT_DIR/busybox.tar  tandem.local/busybox:1  busybox with every applet linked in /bin,
+#   OUT_DIR/busybox.tar  tandem.local/busybox:1  busybox with every applet linked in /bin
+#                                                (wget through a wrapper, and -T mended: see
+#                                                below),
 #                                                /var/www/index.html, Cmd ["/bin/sh"]
 # Usage: scripts/build-images.sh [OUT_DIR]   (default target/images)
 # The archives are reproducible byte for byte (fixed mtimes, owners and JSON) and are not rebuilt
@@ -119,11 +121,116 @@ base_rootfs "$work/pause-rootfs"
 build_image pause tandem.local/pause:1 "$work/pause-rootfs" \
   '"Entrypoint":["/bin/busybox","sh","-c","trap \"exit 0\" TERM INT; while :; do /bin/busybox sleep 3600 & wait $!; done"]'
 
-# busybox: every applet as /bin/<applet>, and a page for httpd to serve.
+# `wget -T SEC` crashed (SIGSEGV, exit 139) whatever the URL, literal IP or name, in a pod, a
+# chroot or on the host alike: nothing to do with the container's /etc files or NSS. Debian builds
+# busybox 1.35.0-4 (busybox and busybox-static) without FEATURE_WGET_TIMEOUT, but wget's option
+# string still declares -T as a number option ("^cqSO:o:P:Y:U:T:+t:n::", the "+" after "T:") and
+# hands getopt32 a NULL destination for it; getopt32 stores number options without checking for
+# NULL (string options it does check), so `-T 5` writes to address 0 (the kernel logs "segfault
+# at 0 ... error 6"). Checks that "worked on the host" ran GNU wget, which comes first in PATH there.
+# The fix has two parts, both only in the busybox image (pause keeps Debian's binary untouched):
+# - The image's copy of busybox gets that one option string rewritten to "^cqSO:o:P:Y:U:T:t:n:::":
+#   -T becomes a string option with the NULL destination getopt32 does check, so busybox wget
+#   accepts and ignores -T SEC, as it ignores -t; the extra ":" keeps the length and means nothing
+#   to getopt32 or to glibc's getopt, and every option keeps its bit. This covers every way of
+#   reaching the applet: busybox's sh runs applets itself (FEATURE_SH_STANDALONE) without looking
+#   at /bin, and so do `busybox wget`, env, xargs and the like. patch_wget_timeout checks the bytes
+#   and does nothing for a busybox whose wget has the option (its --help then shows -T SEC).
+# - /bin/wget is a wrapper instead of a link, so that what runc or kubectl exec start by path gets
+#   a real timeout: it takes -T SEC, -TSEC, --timeout SEC and --timeout=SEC out of the arguments
+#   (also inside a cluster such as -qT5) and runs busybox wget under busybox timeout, which bounds
+#   the whole transfer rather than each read; 0 means no limit, and running out of time exits 1
+#   with busybox's "download timed out". `wget` typed in busybox's sh runs the applet, where -T is
+#   ignored and --timeout unknown (exit 1): wrap such commands in `timeout SEC` to bound them.
+WGET_OPTS_DEBIAN='^cqSO:o:P:Y:U:T:+t:n::'
+WGET_OPTS_FIXED='^cqSO:o:P:Y:U:T:t:n:::'
+patch_wget_timeout() { # patch_wget_timeout BUSYBOX
+  local bin=$1 help offsets
+  help=$("$bin" wget --help 2>&1) || true
+  case $help in
+  *'-T SEC'*) return 0 ;;
+  esac
+  offsets=$(LC_ALL=C grep -obUa -F -- "$WGET_OPTS_DEBIAN" "$bin" | cut -d: -f1) || true
+  if [ "$(printf '%s\n' "$offsets" | grep -c .)" != 1 ]; then
+    echo "build-images: $busybox's wget lacks -T but its option string is not the known one;" \
+      "wget -T may crash in tandem.local/busybox" >&2
+    return 0
+  fi
+  printf '%s' "$WGET_OPTS_FIXED" | dd of="$bin" bs=1 seek="$offsets" conv=notrunc status=none
+}
+
+wget_wrapper() { # wget_wrapper FILE
+  cat >"$1" <<'WRAPPER'
+#!/bin/sh
+# wget without -T support in Debian's busybox: -T/--timeout SEC become `busybox timeout SEC`.
+# See scripts/build-images.sh in tandem for why.
+t= want= rest_args=
+for a do
+  shift
+  if [ -n "$want" ]; then
+    if [ "$want" = T ]; then t=$a; else set -- "$@" "$a"; fi
+    want=
+    continue
+  fi
+  if [ -n "$rest_args" ]; then
+    set -- "$@" "$a"
+    continue
+  fi
+  case $a in
+  --) rest_args=1 ;;
+  --timeout=*) t=${a#--timeout=}; continue ;;
+  --timeout) want=T; continue ;;
+  --output-document | --output-file | --directory-prefix | --proxy | --user-agent | --tries | \
+    --header | --post-data | --post-file) want=keep ;;
+  --*) ;;
+  -?*)
+    rest=${a#-} kept=
+    while [ -n "$rest" ]; do
+      c=${rest%"${rest#?}"}
+      rest=${rest#?}
+      case $c in
+      T) if [ -n "$rest" ]; then t=$rest; else want=T; fi; rest= ;;
+      [OoPYUt]) kept=$kept$c$rest; [ -n "$rest" ] || want=keep; rest= ;;
+      n) kept=$kept$c$rest; rest= ;;
+      *) kept=$kept$c ;;
+      esac
+    done
+    [ -n "$kept" ] || continue
+    a=-$kept
+    ;;
+  esac
+  set -- "$@" "$a"
+done
+if [ "$want" = T ]; then
+  echo "wget: option requires an argument -- 'T'" >&2
+  exit 1
+fi
+case $t in
+'' | 0) exec /bin/busybox wget "$@" ;;
+*[!0-9]*) echo "wget: invalid number '$t'" >&2; exit 1 ;;
+esac
+# SIGINT, not TERM: sh reports a child killed by TERM ("Terminated"), which -q must not print.
+/bin/busybox timeout -s INT "$t" /bin/busybox wget "$@"
+rc=$?
+if [ "$rc" = 130 ]; then
+  echo "wget: download timed out" >&2
+  exit 1
+fi
+exit "$rc"
+WRAPPER
+  chmod 0755 "$1"
+}
+
+# busybox: every applet as /bin/<applet> (wget as the wrapper above), and a page for httpd to serve.
 root="$work/busybox-rootfs"
 base_rootfs "$root"
+patch_wget_timeout "$root/bin/busybox"
 "$busybox" --list | while read -r applet; do
-  [ "$applet" = busybox ] || ln -s busybox "$root/bin/$applet"
+  case $applet in
+  busybox) ;;
+  wget) wget_wrapper "$root/bin/wget" ;;
+  *) ln -s busybox "$root/bin/$applet" ;;
+  esac
 done
 printf '<html><body>tandem busybox</body></html>\n' >"$root/var/www/index.html"
 chmod 0644 "$root/var/www/index.html"

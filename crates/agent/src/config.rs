@@ -323,6 +323,13 @@ pub struct NodeConfig {
     pub streaming_port: Option<u16>,
     /// The port reported in `daemonEndpoints.kubeletEndpoint` (set from the bound server).
     pub kubelet_port: u16,
+    /// `--cluster-dns`: the nameservers of `ClusterFirst` pods. Empty (the default) when the
+    /// cluster runs no DNS service; such pods then get the node's resolv.conf, as `Default`
+    /// ones do, and a `MissingClusterDNS` warning (see [`crate::dns_config`]).
+    pub cluster_dns: Vec<IpAddr>,
+    /// `--cluster-domain`: the domain of the search paths of `ClusterFirst` pods
+    /// (`<namespace>.svc.<domain>`, `svc.<domain>`, `<domain>`); default `cluster.local`.
+    pub cluster_domain: String,
 }
 
 /// Default emulated capacity: 4 CPUs, 16 GiB memory, 100 GiB disk, 110 pods (upstream maxPods).
@@ -358,6 +365,8 @@ impl NodeConfig {
             timing: Timing::default(),
             streaming_port: Some(0),
             kubelet_port: 10250,
+            cluster_dns: Vec::new(),
+            cluster_domain: crate::dns_config::DEFAULT_CLUSTER_DOMAIN.to_string(),
         }
     }
 

@@ -10,6 +10,7 @@ pub mod agent;
 pub mod bench;
 pub mod clock;
 pub mod config;
+pub mod dns_config;
 pub mod env;
 pub mod events;
 pub mod ipam;

@@ -55,15 +55,36 @@ pub async fn start(
     images_dir: &Path,
     kube: kube::Client,
 ) -> anyhow::Result<CriNode> {
+    let ctrd = start_containerd(node, node_dir, images_dir).await?;
+    start_runtime(node, node_dir, ctrd, kube).await
+}
+
+/// The first half of [`start`]: containerd, with the pods' bridge in place, so that what must
+/// listen on the bridge (cluster DNS, the API for pods) can start before the node's pods do.
+pub async fn start_containerd(
+    node: &NodeConfig,
+    node_dir: &Path,
+    images_dir: &Path,
+) -> anyhow::Result<Containerd> {
     let cidr = node
         .pod_cidr
         .clone()
         .context("the CRI node needs a pod CIDR")?;
-    let mut opts = ContainerdOptions::new(node_dir.join("containerd"), cidr.clone());
+    let mut opts = ContainerdOptions::new(node_dir.join("containerd"), cidr);
     opts.image_archives = image_archives_in(images_dir);
-    let ctrd = Containerd::start(opts)
+    Containerd::start(opts)
         .await
-        .context("cannot start containerd")?;
+        .context("cannot start containerd")
+}
+
+/// The second half of [`start`]: the CRI runtime on a started containerd.
+pub async fn start_runtime(
+    node: &mut NodeConfig,
+    node_dir: &Path,
+    ctrd: Containerd,
+    kube: kube::Client,
+) -> anyhow::Result<CriNode> {
+    let cidr = ctrd.pod_cidr();
     if let Ok(cpus) = std::thread::available_parallelism() {
         node.capacity.cpu_millis = i64::try_from(cpus.get()).unwrap_or(1) * 1000;
     }
@@ -77,6 +98,9 @@ pub async fn start(
         pods_dir: node_dir.join("pods"),
         logs_dir: node_dir.join("logs"),
         cgroup_parent: format!("/{}", ctrd.cgroup_root()),
+        cluster_dns: node.cluster_dns.clone(),
+        cluster_domain: node.cluster_domain.clone(),
+        resolv_conf: PathBuf::from("/etc/resolv.conf"),
     };
     let runtime = match CriRuntime::start(ctrd.client(), kube, config).await {
         Ok(rt) => rt,

@@ -1,8 +1,9 @@
 //! [`CriRuntime`]: the agent's [`Runtime`] on a CRI v1 runtime (tandem's own containerd child).
 //!
 //! What the kubelet's `kuberuntime` manager does, narrowed to the pod workers' needs:
-//! - pod sandboxes with the pod's namespaces, hostname, DNS, port mappings and a cgroup parent
-//!   of their own (`<cgroup prefix>/pod<uid>`), their IP coming from the CNI bridge;
+//! - pod sandboxes with the pod's namespaces, hostname, port mappings and a cgroup parent of their
+//!   own (`<cgroup prefix>/pod<uid>`), their IP coming from the CNI bridge, and the resolv.conf
+//!   their `dnsPolicy` asks for ([`crate::dns_config`]; the runtime never copies the node's);
 //! - containers with the environment, command expansion and volume mounts the kubelet computes
 //!   ([`crate::env`], [`crate::volumes`]), the kubelet-managed `/etc/hosts`, resource limits as
 //!   cgroup settings, and logs at `<log dir>/<container>/<attempt>.log`;
@@ -14,6 +15,7 @@
 //! Container ids are `containerd://<id>`, as `containerID` shows them.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::Read;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -27,8 +29,12 @@ use tokio::net::TcpStream;
 
 use super::client::{CriClient, CriError};
 use super::proto;
+use crate::clock::Clock;
 use crate::config::Resources;
+use crate::dns_config::{self, DnsWarning, NodeDns};
 use crate::env::{self, EnvContext};
+use crate::events::ApiReporter;
+use crate::pod_worker::{EventType, Reporter};
 use crate::runtime::{
     ContainerInfo, ContainerState, HookKind, ImageInfo, ProbeKind, ProbeResult, PullOutcome,
     Runtime, RuntimeError, RuntimeStats, SandboxConfig, SandboxInfo, StreamRequest,
@@ -61,6 +67,17 @@ pub struct CriConfig {
     pub logs_dir: PathBuf,
     /// The cgroup parent of every pod (`/tandem-<hash>`), per instance.
     pub cgroup_parent: String,
+    /// The kubelet's `--cluster-dns`: the nameservers of `ClusterFirst` pods. Empty when the
+    /// cluster has no DNS service: such pods then get the node's resolv.conf and a
+    /// `MissingClusterDNS` warning event.
+    pub cluster_dns: Vec<IpAddr>,
+    /// The kubelet's `--cluster-domain` ([`dns_config::DEFAULT_CLUSTER_DOMAIN`] by default).
+    pub cluster_domain: String,
+    /// The kubelet's `--resolv-conf`: the node's resolver configuration, the base of `Default`
+    /// pods and the source of the node's search domains ([`dns_config::DEFAULT_RESOLV_CONF`] by
+    /// default). Read at every sandbox, so changes reach new pods. An empty path is the kubelet's
+    /// `--resolv-conf=""`: `Default` pods then get the loopback resolver.
+    pub resolv_conf: PathBuf,
 }
 
 #[derive(Clone, Debug)]
@@ -97,6 +114,8 @@ pub struct CriRuntime {
     client: CriClient,
     kube: kube::Client,
     config: CriConfig,
+    /// Records the warnings met forming a pod's DNS settings, as the kubelet's recorder does.
+    events: ApiReporter,
     version: String,
     state: Mutex<State>,
 }
@@ -176,6 +195,7 @@ impl CriRuntime {
         let rt = Arc::new(CriRuntime {
             version: format!("{}://{}", v.runtime_name, v.runtime_version),
             client,
+            events: ApiReporter::new(kube.clone(), &config.node_name, Clock::new()),
             kube,
             config,
             state: Mutex::new(State::default()),
@@ -378,9 +398,35 @@ impl CriRuntime {
         }
     }
 
+    /// The pod's DNS settings from its `dnsPolicy` and `dnsConfig` on this node, with the
+    /// warnings the kubelet records as events (the kubelet's `GetPodDNS`). Fails, as the kubelet
+    /// does, when the node's resolv.conf cannot be read or has a `nameserver` line without an
+    /// address.
+    fn pod_dns(&self, pod: &Pod) -> Result<dns_config::PodDns, RuntimeError> {
+        let path = &self.config.resolv_conf;
+        let host = read_resolv_conf(path).map_err(|e| {
+            RuntimeError::Config(format!(
+                "cannot read the node's resolv.conf {}: {e}",
+                path.display()
+            ))
+        })?;
+        let node = NodeDns {
+            cluster_dns: self.config.cluster_dns.clone(),
+            cluster_domain: self.config.cluster_domain.clone(),
+            node_ips: vec![self.config.node_ip],
+        };
+        dns_config::pod_dns(pod, &node, host.as_deref()).map_err(|e| {
+            RuntimeError::Config(format!("the node's resolv.conf {}: {e}", path.display()))
+        })
+    }
+
     /// The sandbox config of `pod`, computed the same way every time (CreateContainer needs
-    /// it again, also for sandboxes adopted after a restart).
-    fn sandbox_config(&self, pod: &Pod, attempt: u32) -> proto::PodSandboxConfig {
+    /// it again, also for sandboxes adopted after a restart), and the DNS warnings met.
+    fn sandbox_config(
+        &self,
+        pod: &Pod,
+        attempt: u32,
+    ) -> Result<(proto::PodSandboxConfig, Vec<DnsWarning>), RuntimeError> {
         let meta = &pod.metadata;
         let uid = meta.uid.clone().unwrap_or_default();
         let name = meta.name.clone().unwrap_or_default();
@@ -393,21 +439,12 @@ impl CriRuntime {
         } else {
             spec.hostname.clone().unwrap_or_else(|| name.clone())
         };
-        let dns_config = spec.dns_config.as_ref().map(|d| proto::DnsConfig {
-            servers: d.nameservers.clone().unwrap_or_default(),
-            searches: d.searches.clone().unwrap_or_default(),
-            options: d
-                .options
-                .iter()
-                .flatten()
-                .filter_map(|o| {
-                    let n = o.name.clone()?;
-                    Some(match &o.value {
-                        Some(v) => format!("{n}:{v}"),
-                        None => n,
-                    })
-                })
-                .collect(),
+        // Always set, as the kubelet does: without it containerd copies the node's resolv.conf.
+        let dns = self.pod_dns(pod)?;
+        let dns_config = Some(proto::DnsConfig {
+            servers: dns.config.nameservers,
+            searches: dns.config.searches,
+            options: dns.config.options,
         });
         let port_mappings = spec
             .containers
@@ -448,7 +485,7 @@ impl CriRuntime {
                 .and_then(|s| s.privileged)
                 .unwrap_or(false)
         });
-        proto::PodSandboxConfig {
+        let config = proto::PodSandboxConfig {
             metadata: Some(proto::PodSandboxMetadata {
                 name: name.clone(),
                 uid: uid.clone(),
@@ -476,7 +513,8 @@ impl CriRuntime {
                 sysctls,
                 ..Default::default()
             }),
-        }
+        };
+        Ok((config, dns.warnings))
     }
 
     fn sandbox_ip(&self, sandbox_id: &str) -> Option<String> {
@@ -602,7 +640,24 @@ impl Runtime for CriRuntime {
             self.lock().sandboxes.remove(&id);
         }
         let attempt = self.lock().attempts.get(&uid).copied().unwrap_or(0);
-        let cfg = self.sandbox_config(&config.pod, attempt);
+        let (cfg, dns_warnings) = self.sandbox_config(&config.pod, attempt)?;
+        for warning in dns_warnings {
+            tracing::warn!(
+                pod = %format!("{}/{}", config.namespace, config.name),
+                reason = warning.reason,
+                "{}",
+                warning.message
+            );
+            self.events
+                .event(
+                    &config.pod,
+                    None,
+                    EventType::Warning,
+                    warning.reason,
+                    &warning.message,
+                )
+                .await;
+        }
         let host_network = config
             .pod
             .spec
@@ -879,7 +934,8 @@ impl Runtime for CriRuntime {
             }),
             ..Default::default()
         };
-        let sandbox_config = self.sandbox_config(pod, sandbox_attempt);
+        // The warnings were recorded when the sandbox was created.
+        let (sandbox_config, _) = self.sandbox_config(pod, sandbox_attempt)?;
         let id = self
             .client
             .create_container(sandbox_id, config, sandbox_config)
@@ -1229,6 +1285,25 @@ async fn http_get(
             Err("context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into())
         }
     }
+}
+
+/// The node's resolv.conf text, at most [`dns_config::MAX_RESOLV_CONF_BYTES`] of it as the
+/// kubelet reads it; `None` for an empty path (the kubelet's `--resolv-conf=""`).
+fn read_resolv_conf(path: &Path) -> std::io::Result<Option<String>> {
+    if path.as_os_str().is_empty() {
+        return Ok(None);
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(dns_config::MAX_RESOLV_CONF_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > dns_config::MAX_RESOLV_CONF_BYTES {
+        return Err(std::io::Error::other(format!(
+            "larger than {} bytes",
+            dns_config::MAX_RESOLV_CONF_BYTES
+        )));
+    }
+    Ok(Some(text))
 }
 
 /// Removes a pod's cgroup directories in every v1 hierarchy (runc removes only the

@@ -692,6 +692,7 @@ impl Containerd {
             return Err(error);
         }
         masquerade(MasqueradeOp::Ensure, &cidr, &containerd.options.bridge_name).await;
+        ensure_bridge(&containerd.options.bridge_name, &cidr).await;
         Ok(containerd)
     }
 
@@ -1108,6 +1109,40 @@ async fn masquerade(op: MasqueradeOp, cidr: &Ipv4Cidr, bridge: &str) {
             %error,
             "cannot run iptables for the pod CIDR's masquerade rule; traffic from pods to other machines is not NATed"
         ),
+    }
+}
+
+/// Creates the pods' bridge with the gateway address before the first pod, as the CNI bridge
+/// plugin would at the first sandbox (it adopts a bridge that already has its gateway address).
+/// Node-level services bind to the gateway address from the start: the cluster DNS server and
+/// the API server's listener for the `kubernetes` Service. `nf_call_iptables` is set on this
+/// bridge only, so traffic between two pods of the node passes the service proxy's conntrack
+/// (upstream asks for the `br_netfilter` sysctl host-wide). Best effort: CNI still creates the
+/// bridge at the first pod if this fails.
+async fn ensure_bridge(name: &str, cidr: &Ipv4Cidr) {
+    let ip = |args: &[&str]| {
+        let mut command = Command::new("ip");
+        command.args(args);
+        command
+    };
+    let gateway = format!("{}/{}", cidr.gateway(), cidr.prefix);
+    let steps: [Vec<&str>; 3] = [
+        vec!["link", "add", name, "type", "bridge", "nf_call_iptables", "1"],
+        vec!["addr", "add", &gateway, "dev", name],
+        vec!["link", "set", name, "up"],
+    ];
+    for step in steps {
+        match run(ip(&step), "ip", COMMAND_TIMEOUT).await {
+            Ok(output) if output.status.success() => {}
+            Ok(output) => {
+                let text = combined_output(&output);
+                // A bridge left by the previous run (pods kept for re-adoption) is reused.
+                if !text.contains("File exists") {
+                    tracing::warn!(bridge = name, output = text, "cannot set up the pods' bridge");
+                }
+            }
+            Err(error) => tracing::warn!(bridge = name, %error, "cannot run ip for the pods' bridge"),
+        }
     }
 }
 
