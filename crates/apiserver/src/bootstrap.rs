@@ -34,3 +34,107 @@ pub async fn ensure_namespaces(state: &State) -> ApiResult<()> {
     }
     Ok(())
 }
+
+/// Creates or updates `default/kubernetes`: the Service on the first address of the service
+/// range (port 443, `https`) and its EndpointSlice and Endpoints naming `endpoint`, where pods
+/// reach this API server — what upstream's `kubernetesservice` controller and endpoint
+/// reconciler keep in place. Called again whenever the address pods should use changes.
+pub async fn ensure_kubernetes_service(
+    state: &State,
+    endpoint: std::net::SocketAddr,
+) -> ApiResult<()> {
+    let ip = state.options.service_ranges.kubernetes_ip().to_string();
+    let port = endpoint.port();
+    let address = endpoint.ip().to_string();
+    let address_type = if endpoint.is_ipv4() { "IPv4" } else { "IPv6" };
+    upsert(
+        state,
+        ("", "v1", "services"),
+        "kubernetes",
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                         "labels": {"component": "apiserver", "provider": "kubernetes"}},
+            "spec": {"type": "ClusterIP", "clusterIP": ip, "clusterIPs": [ip],
+                     "sessionAffinity": "None",
+                     "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]},
+        }),
+        &["spec"],
+    )
+    .await?;
+    upsert(
+        state,
+        ("discovery.k8s.io", "v1", "endpointslices"),
+        "kubernetes",
+        json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                         "labels": {"kubernetes.io/service-name": "kubernetes"}},
+            "addressType": address_type,
+            "endpoints": [{"addresses": [address], "conditions": {"ready": true}}],
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+        }),
+        &["addressType", "endpoints", "ports"],
+    )
+    .await?;
+    upsert(
+        state,
+        ("", "v1", "endpoints"),
+        "kubernetes",
+        json!({
+            "apiVersion": "v1", "kind": "Endpoints",
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                         "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+            "subsets": [{"addresses": [{"ip": address}],
+                         "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}],
+        }),
+        &["subsets"],
+    )
+    .await
+}
+
+/// Creates `desired` in `default`, or, when it exists, writes its `fields` over the stored
+/// object if they differ (the rest of the stored object, e.g. an allocated clusterIP, is kept).
+async fn upsert(
+    state: &State,
+    (group, version, plural): (&str, &str, &str),
+    name: &str,
+    desired: serde_json::Value,
+    fields: &[&str],
+) -> ApiResult<()> {
+    let rt = state.resource(group, version, plural)?;
+    let mut ctx = Ctx::internal("system:apiserver");
+    for _attempt in 0..5 {
+        let current = match state.get(&rt, Some("default"), name).await {
+            Ok(v) => Some(v),
+            Err(e) if e.code == 404 => None,
+            Err(e) => return Err(e),
+        };
+        let result = match current {
+            None => {
+                state
+                    .create(&mut ctx, &rt, Some("default"), desired.clone())
+                    .await
+            }
+            Some(current) => {
+                let mut next = current.clone();
+                for f in fields {
+                    next[*f] = desired[*f].clone();
+                }
+                if next == current {
+                    return Ok(());
+                }
+                state
+                    .update(&mut ctx, &rt, Some("default"), name, next, None)
+                    .await
+            }
+        };
+        match result {
+            Ok(_) => return Ok(()),
+            // Raced with another writer: look again.
+            Err(e) if e.code == 409 => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

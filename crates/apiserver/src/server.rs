@@ -71,12 +71,18 @@ pub struct ApiServer {
     pub state: Arc<State>,
     pub local_addr: SocketAddr,
     pub pki: Pki,
-    accept_task: tokio::task::JoinHandle<()>,
+    acceptor: TlsAcceptor,
+    tokens: Arc<Vec<(String, String)>>,
+    accept_tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Drop for ApiServer {
     fn drop(&mut self) {
-        self.accept_task.abort();
+        if let Ok(tasks) = self.accept_tasks.get_mut() {
+            for t in tasks.drain(..) {
+                t.abort();
+            }
+        }
     }
 }
 
@@ -99,7 +105,10 @@ impl ApiServer {
         store: Arc<dyn Store>,
         options: crate::rest::Options,
     ) -> Result<ApiServer, StartError> {
-        let pki = Pki::load_or_create(&config.data_dir, &[])?;
+        // The `kubernetes` Service's address is a name of the server for pods (the default range's
+        // 10.96.0.1 always is).
+        let kubernetes_ip = options.service_ranges.kubernetes_ip().to_string();
+        let pki = Pki::load_or_create(&config.data_dir, &[kubernetes_ip])?;
         let registry = Registry::builtin();
         let cache = Cache::start(store.clone(), &registry).await?;
         let state = Arc::new(State {
@@ -160,60 +169,94 @@ impl ApiServer {
                 .map(|t| (t.token.clone(), t.user.clone()))
                 .collect(),
         );
-        let accept_state = state.clone();
-        let accept_task = tokio::spawn(async move {
-            loop {
-                let (tcp, peer) = match listener.accept().await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let _ = tcp.set_nodelay(true);
-                let acceptor = acceptor.clone();
-                let state = accept_state.clone();
-                let tokens = tokens.clone();
-                tokio::spawn(async move {
-                    let tls = match acceptor.accept(tcp).await {
-                        Ok(t) => t,
-                        Err(e) => {
-                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                            return;
-                        }
-                    };
-                    let cert_identity = tls
-                        .get_ref()
-                        .1
-                        .peer_certificates()
-                        .and_then(|c| c.first())
-                        .and_then(|c| subject_identity(c))
-                        .map(|(user, _groups)| Identity { user });
-                    let service = hyper::service::service_fn(move |req| {
-                        let state = state.clone();
-                        let tokens = tokens.clone();
-                        let identity = cert_identity.clone();
-                        async move { Ok::<_, Infallible>(handle(state, identity, &tokens, req).await) }
-                    });
-                    let builder =
-                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                    if let Err(e) = builder
-                        .serve_connection_with_upgrades(TokioIo::new(tls), service)
-                        .await
-                    {
-                        tracing::debug!(%peer, error = %e, "connection ended with an error");
-                    }
-                });
-            }
-        });
+        let accept_task = serve(listener, acceptor.clone(), state.clone(), tokens.clone());
         Ok(ApiServer {
             state,
             local_addr,
             pki,
-            accept_task,
+            acceptor,
+            tokens,
+            accept_tasks: std::sync::Mutex::new(vec![accept_task]),
         })
     }
+}
+
+impl ApiServer {
+    /// Serves the API on `addr` as well (e.g. the pods' gateway address, so that the
+    /// `kubernetes` Service can reach it), with the same certificate and authentication. The
+    /// listener lives as long as the server.
+    pub async fn listen_also(&self, addr: SocketAddr) -> Result<SocketAddr, StartError> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartError::Listen { addr, source })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| StartError::Listen { addr, source })?;
+        let task = serve(
+            listener,
+            self.acceptor.clone(),
+            self.state.clone(),
+            self.tokens.clone(),
+        );
+        if let Ok(mut tasks) = self.accept_tasks.lock() {
+            tasks.push(task);
+        }
+        Ok(local)
+    }
+}
+
+/// Accepts TLS connections on `listener` and serves the API on them until aborted.
+fn serve(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    state: Arc<State>,
+    tokens: Arc<Vec<(String, String)>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let (tcp, peer) = match listener.accept().await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = tcp.set_nodelay(true);
+            let acceptor = acceptor.clone();
+            let state = state.clone();
+            let tokens = tokens.clone();
+            tokio::spawn(async move {
+                let tls = match acceptor.accept(tcp).await {
+                    Ok(t) => t,
+                    Err(e) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                };
+                let cert_identity = tls
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|c| c.first())
+                    .and_then(|c| subject_identity(c))
+                    .map(|(user, _groups)| Identity { user });
+                let service = hyper::service::service_fn(move |req| {
+                    let state = state.clone();
+                    let tokens = tokens.clone();
+                    let identity = cert_identity.clone();
+                    async move { Ok::<_, Infallible>(handle(state, identity, &tokens, req).await) }
+                });
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                if let Err(e) = builder
+                    .serve_connection_with_upgrades(TokioIo::new(tls), service)
+                    .await
+                {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
+            });
+        }
+    })
 }
 
 fn full(bytes: Bytes) -> Body {

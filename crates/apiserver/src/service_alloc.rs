@@ -37,7 +37,47 @@ impl Default for ServiceRanges {
     }
 }
 
+/// A service CIDR that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "invalid service CIDR {0:?}: it must be an IPv4 range from /8 to /28, such as 10.96.0.0/12"
+)]
+pub struct InvalidServiceCidr(pub String);
+
 impl ServiceRanges {
+    /// The ranges with the service addresses of `cidr` (`a.b.c.d/n`, upstream's
+    /// `--service-cluster-ip-range`) and the default node ports.
+    pub fn from_cidr(cidr: &str) -> Result<ServiceRanges, InvalidServiceCidr> {
+        let bad = || InvalidServiceCidr(cidr.to_string());
+        let (ip, bits) = cidr.split_once('/').ok_or_else(bad)?;
+        let base: Ipv4Addr = ip.parse().map_err(|_| bad())?;
+        let prefix: u8 = bits.parse().map_err(|_| bad())?;
+        if !(8..=28).contains(&prefix) {
+            return Err(bad());
+        }
+        let mask = u32::MAX << (32 - u32::from(prefix));
+        Ok(ServiceRanges {
+            cidr_base: Ipv4Addr::from(u32::from(base) & mask),
+            cidr_prefix: prefix,
+            ..ServiceRanges::default()
+        })
+    }
+
+    /// `a.b.c.d/n`.
+    pub fn cidr(&self) -> String {
+        format!("{}/{}", self.cidr_base, self.cidr_prefix)
+    }
+
+    /// The `kubernetes` Service's address: the first of the range, as upstream.
+    pub fn kubernetes_ip(&self) -> Ipv4Addr {
+        self.nth(1)
+    }
+
+    /// The cluster DNS address: the tenth of the range, as kubeadm's default (10.96.0.10).
+    pub fn dns_ip(&self) -> Ipv4Addr {
+        self.nth(10)
+    }
+
     fn contains(&self, ip: Ipv4Addr) -> bool {
         let mask = if self.cidr_prefix == 0 {
             0

@@ -152,6 +152,9 @@ struct PodEndpoint {
     serving: bool,
     terminating: bool,
     node: Option<String>,
+    /// `spec.hostname` of a pod whose `spec.subdomain` names the Service (a StatefulSet's pods
+    /// behind their governing Service): cluster DNS answers `<hostname>.<service>.<ns>.svc`.
+    hostname: Option<String>,
     target: ObjectReference,
     ports: Vec<EndpointPort>,
 }
@@ -190,8 +193,18 @@ fn endpoints_for(svc: &Service, pods: &[Arc<Pod>]) -> Vec<PodEndpoint> {
                 })
             })
             .collect();
+        // Upstream's `podToEndpoint`: the hostname is published only when the pod's subdomain
+        // is this Service.
+        let hostname = pod.spec.as_ref().and_then(|s| {
+            let sub = s.subdomain.as_deref()?;
+            (Some(sub) == svc.metadata.name.as_deref())
+                .then(|| s.hostname.clone())
+                .flatten()
+                .filter(|h| !h.is_empty())
+        });
         out.push(PodEndpoint {
             ip,
+            hostname,
             ready: (is_ready || publish_not_ready) && !terminating,
             serving: is_ready || publish_not_ready,
             terminating,
@@ -269,6 +282,7 @@ async fn sync_slices(ctx: &Ctx, svc: &Service, eps: &[PodEndpoint]) -> Result<()
                 terminating: Some(e.terminating),
             }),
             node_name: e.node.clone(),
+            hostname: e.hostname.clone(),
             target_ref: Some(e.target.clone()),
             ..Endpoint::default()
         });
@@ -431,7 +445,7 @@ async fn sync_endpoints(ctx: &Ctx, svc: &Service, eps: &[PodEndpoint]) -> Result
             ip: e.ip.clone(),
             node_name: e.node.clone(),
             target_ref: Some(e.target.clone()),
-            hostname: None,
+            hostname: e.hostname.clone(),
         };
         if e.ready {
             subset.addresses.get_or_insert_default().push(addr);

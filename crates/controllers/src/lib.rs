@@ -21,6 +21,7 @@ pub mod node_lifecycle;
 pub mod persistent_volume;
 pub mod replicaset;
 pub mod replication_controller;
+pub mod service_lb;
 pub mod serviceaccount;
 pub mod statefulset;
 pub mod windows_endpoint_limit;
@@ -65,6 +66,7 @@ pub fn start_all(client: kube::Client, registry: Registry) {
         cronjob::CronJobOptions::default(),
     ));
     tokio::spawn(replication_controller::run(client.clone(), pods.clone()));
+    tokio::spawn(service_lb::run(client.clone(), nodes.clone()));
     tokio::spawn(windows_endpoint_limit::run(
         client.clone(),
         pods.clone(),

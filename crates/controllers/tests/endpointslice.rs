@@ -150,3 +150,46 @@ async fn endpointslice_lists_ready_pod_addresses() -> Result<()> {
     .await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_carry_the_hostname_of_pods_whose_subdomain_is_the_service() -> Result<()> {
+    let c = common::start().await?;
+    common::namespace(&c.client, "es-host").await?;
+    let _: Service = common::create(&c.client, "es-host", json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": { "name": "web" },
+        "spec": { "clusterIP": "None", "selector": { "app": "web" }, "ports": [{ "name": "http", "port": 80 }] }
+    }))
+    .await?;
+    let mut named = pod("web-0");
+    named["spec"]["hostname"] = json!("web-0");
+    named["spec"]["subdomain"] = json!("web");
+    let mut elsewhere = pod("other-0");
+    elsewhere["spec"]["hostname"] = json!("other-0");
+    elsewhere["spec"]["subdomain"] = json!("another-service");
+    let a: Pod = common::create(&c.client, "es-host", named).await?;
+    let b: Pod = common::create(&c.client, "es-host", elsewhere).await?;
+    common::make_ready(&c.client, &a, "10.244.0.5").await?;
+    common::make_ready(&c.client, &b, "10.244.0.6").await?;
+
+    let slice_api: Api<EndpointSlice> = Api::namespaced(c.client.clone(), "es-host");
+    let hostnames = common::wait_for(20, "both endpoints", || async {
+        let (view, slices) = slice_view(&slice_api).await?;
+        if view.len() != 2 {
+            return Ok(None);
+        }
+        let names: BTreeMap<String, Option<String>> = slices
+            .iter()
+            .flat_map(|s| s.endpoints.iter())
+            .map(|e| (e.addresses[0].clone(), e.hostname.clone()))
+            .collect();
+        Ok(Some(names))
+    })
+    .await?;
+    assert_eq!(hostnames["10.244.0.5"].as_deref(), Some("web-0"));
+    assert_eq!(
+        hostnames["10.244.0.6"], None,
+        "another Service's subdomain publishes no hostname"
+    );
+    Ok(())
+}

@@ -379,6 +379,7 @@ fn desired_state_changed(rt: &ResourceType, new: &Value, old: &Value) -> bool {
 /// The service REST storage's `patchAllocatedValues`: a client that omits allocated values
 /// (cluster IPs, node ports, health-check node port) keeps the stored ones.
 fn carry_service_allocations(new: &mut Value, old: &Value) {
+    drop_type_dependent_fields(new, old);
     let Some(os) = old.get("spec") else { return };
     let Some(ns) = new.get_mut("spec").filter(|s| s.is_object()) else {
         return;
@@ -443,6 +444,75 @@ fn carry_service_allocations(new: &mut Value, old: &Value) {
             && str_at(ns, "externalTrafficPolicy") == Some("Local")
         {
             set(ns, "healthCheckNodePort", h.clone());
+        }
+    }
+}
+
+/// Upstream's `dropTypeDependentFields` (pkg/registry/core/service/storage): when a Service's
+/// type changes, the fields only the old type needs are dropped if the update left them as they
+/// were — so `{"spec": {"type": "ClusterIP"}}` on a NodePort Service works without also
+/// clearing its node ports by hand. A value the user changed is kept (and validation says why
+/// it is wrong for the new type).
+fn drop_type_dependent_fields(new: &mut Value, old: &Value) {
+    let Some(os) = old.get("spec") else { return };
+    let Some(ns) = new.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    let old_type = str_at(os, "type").unwrap_or("ClusterIP");
+    let new_type = str_at(ns, "type").unwrap_or("ClusterIP").to_string();
+    if old_type == new_type {
+        return;
+    }
+    let node_ports = |t: &str| t == "NodePort" || t == "LoadBalancer";
+    let node_ports_of = |spec: &Value| -> Vec<i64> {
+        spec.get("ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.get("nodePort").and_then(Value::as_i64))
+            .filter(|n| *n != 0)
+            .collect()
+    };
+    let unchanged = |ns: &Value, key: &str| ns.get(key) == os.get(key);
+    if node_ports(old_type) && !node_ports(&new_type) {
+        let before = node_ports_of(os);
+        if node_ports_of(ns).iter().all(|n| before.contains(n))
+            && let Some(ports) = ns.get_mut("ports").and_then(Value::as_array_mut)
+        {
+            for p in ports {
+                if let Some(m) = p.as_object_mut() {
+                    m.remove("nodePort");
+                }
+            }
+        }
+        if unchanged(ns, "externalTrafficPolicy")
+            && let Some(m) = ns.as_object_mut()
+        {
+            m.remove("externalTrafficPolicy");
+        }
+    }
+    if old_type == "LoadBalancer" && new_type != "LoadBalancer" {
+        for key in [
+            "healthCheckNodePort",
+            "allocateLoadBalancerNodePorts",
+            "loadBalancerClass",
+            "loadBalancerIP",
+            "loadBalancerSourceRanges",
+        ] {
+            if unchanged(ns, key)
+                && let Some(m) = ns.as_object_mut()
+            {
+                m.remove(key);
+            }
+        }
+    }
+    if new_type == "ExternalName" && old_type != "ExternalName" {
+        for key in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+            if unchanged(ns, key)
+                && let Some(m) = ns.as_object_mut()
+            {
+                m.remove(key);
+            }
         }
     }
 }
@@ -694,5 +764,31 @@ mod tests {
         assert_eq!(new["spec"]["clusterIP"], "10.0.0.5");
         assert_eq!(new["spec"]["clusterIPs"], json!(["10.0.0.5"]));
         assert_eq!(new["spec"]["ports"][0]["nodePort"], 30080);
+    }
+
+    #[test]
+    fn changing_a_load_balancer_to_cluster_ip_drops_its_unchanged_node_ports_and_policy() {
+        let svc = rt("v1", "Service");
+        let old = json!({"spec": {"type": "LoadBalancer", "clusterIP": "10.0.0.5",
+            "externalTrafficPolicy": "Cluster", "allocateLoadBalancerNodePorts": true,
+            "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30080}]}});
+        let mut new = old.clone();
+        new["spec"]["type"] = json!("ClusterIP");
+        prepare_for_update(&svc, &mut new, &old);
+        assert!(new["spec"]["ports"][0].get("nodePort").is_none());
+        assert!(new["spec"].get("externalTrafficPolicy").is_none());
+        assert!(new["spec"].get("allocateLoadBalancerNodePorts").is_none());
+        assert_eq!(new["spec"]["clusterIP"], "10.0.0.5");
+    }
+
+    #[test]
+    fn a_node_port_the_user_changed_with_the_type_is_kept_for_validation() {
+        let svc = rt("v1", "Service");
+        let old = json!({"spec": {"type": "NodePort",
+            "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30080}]}});
+        let mut new = json!({"spec": {"type": "ClusterIP",
+            "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30099}]}});
+        prepare_for_update(&svc, &mut new, &old);
+        assert_eq!(new["spec"]["ports"][0]["nodePort"], 30099);
     }
 }
