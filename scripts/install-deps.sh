@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what tandem and its tests need on a fresh Debian machine, skipping what is present:
 # kubectl is expected on the machine; containerd, runc, the CNI plugins and busybox-static come from
-# Debian's packages (the Linux node's CRI runtime and the project's own OCI images use them).
+# Debian's packages (the Linux node's CRI runtime and the project's own OCI images use them), and
+# nftables for the service proxy.
 set -euo pipefail
 
 need=()
@@ -11,6 +12,7 @@ command -v runc >/dev/null 2>&1 || need+=(runc)
 [ -x /bin/busybox ] || command -v busybox >/dev/null 2>&1 || need+=(busybox-static)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
+command -v nft >/dev/null 2>&1 || need+=(nftables)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}"

@@ -28,13 +28,26 @@ pub async fn start(args: &ServerArgs) -> anyhow::Result<(ApiServer, Arc<SqliteSt
         bind: args.bind(),
         kubeconfig: Some(args.kubeconfig_path()),
     };
+    let service_ranges =
+        tandem_apiserver::service_alloc::ServiceRanges::from_cidr(&args.service_cidr)
+            .context("invalid --service-cidr")?;
     let options = Options {
         allow_privileged: args.allow_privileged,
-        ..Options::default()
+        service_ranges,
     };
     let server = ApiServer::start_with_options(config, dyn_store, options)
         .await
         .context("cannot start the API server")?;
+    // Until a node offers pods a way to this server (see `run`), the `kubernetes` Service names
+    // the address it listens on.
+    let advertise = if server.local_addr.ip().is_unspecified() {
+        std::net::SocketAddr::from(([127, 0, 0, 1], server.local_addr.port()))
+    } else {
+        server.local_addr
+    };
+    tandem_apiserver::bootstrap::ensure_kubernetes_service(&server.state, advertise)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot create the kubernetes Service: {}", e.message))?;
     Ok((server, store))
 }
 
@@ -88,6 +101,7 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
         "                 ReplicaSet, ReplicationController, Deployment, DaemonSet, Job, EndpointSlice)"
     );
     let mut containerds = Vec::new();
+    let mut networks = Vec::new();
     if let Some(up) = &up {
         println!("  nodes:");
         let images_dir = up
@@ -118,17 +132,45 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
                         );
                     }
                     None => {
-                        let cri = crate::cri_node::start(
-                            &mut node,
-                            &node_dir,
-                            &images_dir,
-                            client.clone(),
-                        )
-                        .await;
+                        // containerd first (it makes the pods' bridge), then the proxy and
+                        // DNS on that bridge, then the runtime, whose pods use the DNS.
+                        let mut network = None;
+                        let cri =
+                            match crate::cri_node::start_containerd(&node, &node_dir, &images_dir)
+                                .await
+                            {
+                                Ok(ctrd) => {
+                                    network = Some(
+                                        start_node_network(
+                                            &server,
+                                            client.clone(),
+                                            &args,
+                                            up,
+                                            &mut node,
+                                            &ctrd,
+                                        )
+                                        .await?,
+                                    );
+                                    crate::cri_node::start_runtime(
+                                        &mut node,
+                                        &node_dir,
+                                        ctrd,
+                                        client.clone(),
+                                    )
+                                    .await
+                                }
+                                Err(e) => Err(e),
+                            };
                         match cri {
                             Ok(cri) => {
                                 what = cri.description.clone();
                                 runtime = Some(cri.runtime.clone());
+                                if let Some(network) = network.take() {
+                                    for line in &network.summary {
+                                        what.push_str(&format!("\n{:<22}{line}", ""));
+                                    }
+                                    networks.push(network);
+                                }
                                 containerds.push(cri);
                             }
                             Err(e) if up.linux_runtime == LinuxRuntime::Cri => return Err(e),
@@ -175,6 +217,9 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
     );
     let _ = shutdown.await;
     println!("tandem: shutting down");
+    for network in networks {
+        network.shutdown().await;
+    }
     for cri in &containerds {
         if let Err(e) = cri.containerd.shutdown(true).await {
             eprintln!("tandem: containerd shutdown: {e}");
@@ -182,6 +227,58 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
     }
     drop(server);
     Ok(())
+}
+
+/// Starts the service proxy and cluster DNS beside `tandem up`'s node on real containers, serves
+/// the API on the pods' gateway (the `kubernetes` Service's endpoint) and points the node's
+/// pods at the cluster DNS.
+async fn start_node_network(
+    server: &ApiServer,
+    client: kube::Client,
+    args: &ServerArgs,
+    up: &UpArgs,
+    node: &mut NodeConfig,
+    ctrd: &tandem_agent::runtime::cri::containerd::Containerd,
+) -> anyhow::Result<crate::node_network::NodeNetwork> {
+    let gateway = ctrd.gateway();
+    let port = server.local_addr.port();
+    let api = match server.listen_also((gateway, port).into()).await {
+        Ok(addr) => Ok(addr),
+        Err(_) => server.listen_also((gateway, 0).into()).await,
+    };
+    match api {
+        Ok(addr) => tandem_apiserver::bootstrap::ensure_kubernetes_service(&server.state, addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot update the kubernetes Service: {}", e.message))?,
+        Err(e) => {
+            tracing::warn!(error = %e, "pods cannot reach the API server: no listener on the pods' gateway")
+        }
+    }
+    let ranges = &server.state.options.service_ranges;
+    let settings = crate::node_network::NetworkSettings {
+        node_name: node.name.clone(),
+        cluster_cidr: up.cluster_cidr.clone(),
+        node_pod_cidr: ctrd.pod_cidr(),
+        service_cidr: args.service_cidr.clone(),
+        cluster_dns: ranges.dns_ip(),
+        cluster_domain: up.cluster_domain.clone(),
+        dns_upstreams: crate::node_network::parse_upstreams(up.dns_upstream.as_deref())
+            .context("invalid --dns-upstream")?,
+        bridge: ctrd.bridge_name().to_string(),
+        gateway,
+    };
+    let network = crate::node_network::NodeNetwork::start(client, &settings).await;
+    if network.proxy.is_some() {
+        node.labels.insert(
+            tandem_controllers::service_lb::SERVICE_PROXY_LABEL.to_string(),
+            "nftables".to_string(),
+        );
+    }
+    if network.dns.is_some() {
+        node.cluster_dns = vec![std::net::IpAddr::V4(settings.cluster_dns)];
+    }
+    node.cluster_domain = up.cluster_domain.clone();
+    Ok(network)
 }
 
 /// Gives node n the n-th /24 of `cluster_cidr` (an IPv4 /16) as its pod CIDR.
@@ -294,10 +391,30 @@ pub struct AgentArgs {
     /// Where the local OCI images are (default: `images/` beside the binary's directory).
     #[arg(long)]
     pub images_dir: Option<PathBuf>,
+    /// Nameservers of `ClusterFirst` pods, `IP[,IP]` (the kubelet's `--cluster-dns`). With
+    /// `--container-runtime cri` the agent runs the cluster DNS itself and this defaults to the
+    /// tenth address of `--service-cidr`.
+    #[arg(long, value_delimiter = ',')]
+    pub cluster_dns: Vec<std::net::IpAddr>,
+    /// The cluster's DNS domain (the kubelet's `--cluster-domain`).
+    #[arg(long, default_value = "cluster.local")]
+    pub cluster_domain: String,
+    /// The Services' address range, for the service proxy of a `cri` node.
+    #[arg(long, default_value = "10.96.0.0/12")]
+    pub service_cidr: String,
+    /// The cluster's pod range, for the service proxy of a `cri` node (traffic from outside it
+    /// is masqueraded; default: the /16 around `--pod-cidr`).
+    #[arg(long)]
+    pub cluster_cidr: Option<String>,
+    /// Where the cluster DNS of a `cri` node sends other names: `none`, or `IP[:PORT],…`;
+    /// default: this host's /etc/resolv.conf.
+    #[arg(long)]
+    pub dns_upstream: Option<String>,
 }
 
 /// Runs one node agent until Ctrl-C or SIGTERM.
 pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
+    use std::net::IpAddr;
     let mut node = match args.os.as_str() {
         "linux" => NodeConfig::linux(&args.hostname_override),
         "windows" => {
@@ -329,6 +446,8 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     }
     node.internal_ip = args.node_ip;
     node.pod_cidr = args.pod_cidr.clone();
+    node.cluster_dns = args.cluster_dns.clone();
+    node.cluster_domain = args.cluster_domain.clone();
     let node_dir = args
         .state_dir
         .clone()
@@ -338,6 +457,7 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     let client = client_from(&args.kubeconfig).await?;
     let shutdown = tokio::spawn(wait_for_shutdown());
     let mut cri = None;
+    let mut network = None;
     match args.container_runtime {
         crate::LinuxRuntime::Emulated => println!(
             "tandem agent: node {} ({}) — emulated runtime: no processes run",
@@ -362,12 +482,47 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
                 anyhow::bail!("--container-runtime cri: {why}");
             }
             node.state_dir = Some(node_dir.clone());
+            let ctrd = crate::cri_node::start_containerd(&node, &node_dir, &images_dir).await?;
+            let service_ranges =
+                tandem_apiserver::service_alloc::ServiceRanges::from_cidr(&args.service_cidr)
+                    .context("invalid --service-cidr")?;
+            let pod_cidr = ctrd.pod_cidr();
+            let cluster_cidr = match &args.cluster_cidr {
+                Some(c) => c.clone(),
+                None => sixteen_around(&pod_cidr)?,
+            };
+            let settings = crate::node_network::NetworkSettings {
+                node_name: node.name.clone(),
+                cluster_cidr,
+                node_pod_cidr: pod_cidr,
+                service_cidr: args.service_cidr.clone(),
+                cluster_dns: service_ranges.dns_ip(),
+                cluster_domain: args.cluster_domain.clone(),
+                dns_upstreams: crate::node_network::parse_upstreams(args.dns_upstream.as_deref())
+                    .context("invalid --dns-upstream")?,
+                bridge: ctrd.bridge_name().to_string(),
+                gateway: ctrd.gateway(),
+            };
+            let net = crate::node_network::NodeNetwork::start(client.clone(), &settings).await;
+            if net.proxy.is_some() {
+                node.labels.insert(
+                    tandem_controllers::service_lb::SERVICE_PROXY_LABEL.to_string(),
+                    "nftables".to_string(),
+                );
+            }
+            if net.dns.is_some() && node.cluster_dns.is_empty() {
+                node.cluster_dns = vec![IpAddr::V4(settings.cluster_dns)];
+            }
             let node_cri =
-                crate::cri_node::start(&mut node, &node_dir, &images_dir, client.clone()).await?;
+                crate::cri_node::start_runtime(&mut node, &node_dir, ctrd, client.clone()).await?;
             println!(
                 "tandem agent: node {} (linux) — {}",
                 node.name, node_cri.description
             );
+            for line in &net.summary {
+                println!("  {line}");
+            }
+            network = Some(net);
             cri = Some(node_cri);
         }
     }
@@ -387,12 +542,26 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
             Ok(())
         }
     };
+    if let Some(net) = network {
+        net.shutdown().await;
+    }
     if let Some(c) = &cri
         && let Err(e) = c.containerd.shutdown(true).await
     {
         eprintln!("tandem agent: containerd shutdown: {e}");
     }
     result
+}
+
+/// The /16 that holds a pod CIDR such as `10.244.3.0/24`.
+fn sixteen_around(pod_cidr: &str) -> anyhow::Result<String> {
+    let ip: std::net::Ipv4Addr = pod_cidr
+        .split('/')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .with_context(|| format!("invalid pod CIDR {pod_cidr:?}"))?;
+    let [a, b, _, _] = ip.octets();
+    Ok(format!("{a}.{b}.0.0/16"))
 }
 
 async fn wait_for_shutdown() {

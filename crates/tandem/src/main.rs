@@ -6,6 +6,7 @@ mod bench_startup;
 mod cluster;
 mod cri_node;
 mod h2_client;
+mod node_network;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -36,7 +37,7 @@ enum Command {
     /// Runs the whole cluster in one process, in the foreground: control plane and node agents.
     Up(UpArgs),
     /// Runs one node agent that joins a server.
-    Agent(cluster::AgentArgs),
+    Agent(Box<cluster::AgentArgs>),
     /// Runs a scheduler alone against an API server, as kube-scheduler runs beside
     /// kube-apiserver (a second scheduler takes the pods that name it in `spec.schedulerName`).
     Scheduler(cluster::SchedulerArgs),
@@ -67,6 +68,14 @@ pub struct ServerArgs {
     /// Windows build compatibility.
     #[arg(long)]
     pub upstream_os_placement: bool,
+    /// The Services' address range (kube-apiserver's `--service-cluster-ip-range`): the
+    /// `kubernetes` Service gets its first address and the cluster DNS its tenth.
+    #[arg(
+        long,
+        alias = "service-cluster-ip-range",
+        default_value = "10.96.0.0/12"
+    )]
+    pub service_cidr: String,
 }
 
 /// Flags of `tandem up`.
@@ -91,6 +100,13 @@ pub struct UpArgs {
     /// The pod network: node n gets the n-th /24 of this /16 as its podCIDR.
     #[arg(long, default_value = "10.244.0.0/16")]
     pub cluster_cidr: String,
+    /// The cluster's DNS domain (the kubelet's `--cluster-domain`).
+    #[arg(long, default_value = "cluster.local")]
+    pub cluster_domain: String,
+    /// Where the cluster DNS sends names outside the cluster domain: `none`, or addresses
+    /// `IP[:PORT],…`; default: the nameservers of this host's /etc/resolv.conf.
+    #[arg(long)]
+    pub dns_upstream: Option<String>,
 }
 
 /// `tandem up --linux-runtime`.
@@ -132,7 +148,7 @@ fn main() -> anyhow::Result<()> {
                 let server = args.server.clone();
                 cluster::run(server, Some(args)).await
             }
-            Command::Agent(args) => cluster::run_agent(args).await,
+            Command::Agent(args) => cluster::run_agent(*args).await,
             Command::Scheduler(args) => cluster::run_scheduler(args).await,
             Command::Bench(cmd) => bench::run(cmd).await,
         }

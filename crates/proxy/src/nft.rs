@@ -1,0 +1,104 @@
+//! Running Debian's `nft` binary: one transaction per call (`nft -f -` applies a whole script
+//! atomically or not at all), as upstream kube-proxy's nftables mode does through knftables.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+/// How long one `nft` run may take; a full load of 10,000 Services takes a few seconds.
+const NFT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A failed `nft` run.
+#[derive(Debug, thiserror::Error)]
+pub enum NftError {
+    #[error("cannot run nft")]
+    Spawn(#[source] std::io::Error),
+    #[error("nft did not finish within {0:?}")]
+    Timeout(Duration),
+    #[error("nft refused the transaction: {0}")]
+    Refused(String),
+}
+
+/// Why this machine cannot run the proxy, or `None` when it can: root, and `nft` answering.
+pub async fn unavailable_reason() -> Option<String> {
+    match run_args(&["list", "tables"]).await {
+        Ok(_) => None,
+        Err(NftError::Spawn(e)) if e.kind() == std::io::ErrorKind::NotFound => Some(
+            "the nft command is not installed (Debian package nftables; scripts/install-deps.sh installs it)"
+                .to_string(),
+        ),
+        Err(e) => Some(format!("{e} (the service proxy needs root)")),
+    }
+}
+
+async fn run_args(args: &[&str]) -> Result<String, NftError> {
+    let mut command = Command::new("nft");
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(NFT_TIMEOUT, command.output())
+        .await
+        .map_err(|_| NftError::Timeout(NFT_TIMEOUT))?
+        .map_err(NftError::Spawn)?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(NftError::Refused(
+            String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        ))
+    }
+}
+
+/// Applies `script` as one transaction.
+pub async fn apply(script: &str) -> Result<(), NftError> {
+    let mut child = Command::new("nft")
+        .args(["-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(NftError::Spawn)?;
+    let mut stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| NftError::Spawn(std::io::Error::other("no stdin")))?;
+    let input = script.as_bytes().to_vec();
+    let writer = tokio::spawn(async move {
+        let result = stdin.write_all(&input).await;
+        drop(stdin);
+        result
+    });
+    let output = tokio::time::timeout(NFT_TIMEOUT, child.wait_with_output())
+        .await
+        .map_err(|_| NftError::Timeout(NFT_TIMEOUT))?
+        .map_err(NftError::Spawn)?;
+    let _ = writer.await;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(NftError::Refused(first_lines(
+            &String::from_utf8_lossy(&output.stderr),
+            6,
+        )))
+    }
+}
+
+/// Deletes `table` (family `ip`) if it exists.
+pub async fn delete_table(table: &str) -> Result<(), NftError> {
+    apply(&format!("add table ip {table}\ndelete table ip {table}\n")).await
+}
+
+/// The listing of `table`, or `None` when it does not exist.
+pub async fn list_table(table: &str) -> Option<String> {
+    run_args(&["list", "table", "ip", table]).await.ok()
+}
+
+fn first_lines(text: &str, n: usize) -> String {
+    text.lines().take(n).collect::<Vec<_>>().join("; ")
+}

@@ -1,0 +1,501 @@
+//! The proxy at run time: watches Services, EndpointSlices and Nodes, and keeps the kernel's
+//! rules in step — one full load once every watch has listed, then one small transaction per
+//! batch of changes (kube-proxy's `syncProxyRules` with its partial syncs).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event, Node, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use kube::runtime::watcher;
+use tokio::sync::{mpsc, watch};
+
+use crate::model::{ClusterState, Endpoint, ServicePort};
+use crate::nft;
+use crate::rules::{self, Cidr, Contribution, Script, Settings};
+
+/// How the proxy is set up on its node.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// The nftables table of this proxy (`ip` family); deleted at start and at shutdown.
+    pub table: String,
+    pub node_name: String,
+    pub cluster_cidr: Cidr,
+    pub node_pod_cidr: Option<Cidr>,
+    pub service_cidr: Cidr,
+    /// The pods' bridge: `route_localnet` is set on it so node ports answer on 127.0.0.1 (the
+    /// bridge is tandem's own and the setting goes with it).
+    pub bridge: Option<String>,
+}
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("the service proxy cannot run here: {0}")]
+    Unavailable(String),
+    #[error("cannot set route_localnet on bridge {bridge}")]
+    RouteLocalnet {
+        bridge: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What the last syncs did, for `tandem bench services` and for tests.
+#[derive(Debug, Clone, Default)]
+pub struct SyncStatus {
+    /// Successful transactions so far.
+    pub syncs: u64,
+    /// The last failure, if the last transaction failed.
+    pub last_error: Option<String>,
+}
+
+/// The endpoints in the kernel per service (`namespace/name`), as the last successful sync left
+/// them.
+pub type Applied = Arc<Mutex<HashMap<(String, String), BTreeSet<(Ipv4Addr, u16)>>>>;
+
+/// A running proxy. [`ServiceProxy::shutdown`] removes its table.
+pub struct ServiceProxy {
+    table: String,
+    task: tokio::task::JoinHandle<()>,
+    status: watch::Receiver<SyncStatus>,
+    applied: Applied,
+}
+
+impl ServiceProxy {
+    /// Starts watching and programming. Fails at once when `nft` cannot run (not root, not
+    /// installed) or the bridge cannot be set up.
+    pub async fn start(client: Client, config: ProxyConfig) -> Result<ServiceProxy, ProxyError> {
+        if let Some(why) = nft::unavailable_reason().await {
+            return Err(ProxyError::Unavailable(why));
+        }
+        if let Some(bridge) = &config.bridge {
+            let path = format!("/proc/sys/net/ipv4/conf/{bridge}/route_localnet");
+            std::fs::write(&path, "1").map_err(|source| ProxyError::RouteLocalnet {
+                bridge: bridge.clone(),
+                source,
+            })?;
+        }
+        let (status_tx, status) = watch::channel(SyncStatus::default());
+        let applied: Applied = Arc::default();
+        let settings = Settings {
+            table: config.table.clone(),
+            node_name: config.node_name.clone(),
+            cluster_cidr: config.cluster_cidr,
+            node_pod_cidr: config.node_pod_cidr,
+            service_cidr: config.service_cidr,
+        };
+        let runner = Runner {
+            settings,
+            client: client.clone(),
+            state: ClusterState::default(),
+            emulated: BTreeSet::new(),
+            contributions: HashMap::new(),
+            hairpin: BTreeMap::new(),
+            loaded: false,
+            status: status_tx,
+            applied: applied.clone(),
+            reported: HashMap::new(),
+        };
+        let task = tokio::spawn(runner.run(client));
+        Ok(ServiceProxy {
+            table: config.table,
+            task,
+            status,
+            applied,
+        })
+    }
+
+    /// The sync status; changes after every transaction.
+    pub fn status(&self) -> watch::Receiver<SyncStatus> {
+        self.status.clone()
+    }
+
+    /// The endpoints the kernel sends a Service's traffic to now.
+    pub fn applied_endpoints(&self, namespace: &str, name: &str) -> BTreeSet<(Ipv4Addr, u16)> {
+        self.applied
+            .lock()
+            .map(|m| {
+                m.get(&(namespace.to_string(), name.to_string()))
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The nftables table this proxy owns.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Stops the proxy and deletes its table (connections already set up keep their NAT in
+    /// conntrack until they end).
+    pub async fn shutdown(self) {
+        self.task.abort();
+        let _ = self.task.await;
+        if let Err(e) = nft::delete_table(&self.table).await {
+            tracing::warn!(table = %self.table, error = %e, "cannot delete the service proxy's table");
+        }
+    }
+}
+
+/// A Service's namespace and name.
+type ServiceKey = (String, String);
+
+/// A change from one of the watches.
+enum Input {
+    Service(Box<watcher::Event<Service>>),
+    Slice(Box<watcher::Event<EndpointSlice>>),
+    Node(Box<watcher::Event<Node>>),
+}
+
+/// Which watches are between `Init` and `InitDone`, or have never listed.
+#[derive(Default)]
+struct Listing {
+    services: Option<bool>,
+    slices: Option<bool>,
+    nodes: Option<bool>,
+}
+
+impl Listing {
+    fn complete(&self) -> bool {
+        [self.services, self.slices, self.nodes]
+            .iter()
+            .all(|l| *l == Some(false))
+    }
+}
+
+struct Runner {
+    settings: Settings,
+    client: Client,
+    state: ClusterState,
+    /// Nodes whose runtime is emulated: their pods are not on the network.
+    emulated: BTreeSet<String>,
+    /// Per Service: what it put in the table, and the endpoints that get its traffic.
+    contributions: HashMap<ServiceKey, (Contribution, BTreeSet<(Ipv4Addr, u16)>)>,
+    hairpin: BTreeMap<Ipv4Addr, usize>,
+    /// Whether the table has been loaded in full since start (or since a failed partial sync).
+    loaded: bool,
+    status: watch::Sender<SyncStatus>,
+    applied: Applied,
+    /// The emulated nodes last reported in an event per Service.
+    reported: HashMap<(String, String), BTreeSet<String>>,
+}
+
+fn spawn_watch<K, F>(api: Api<K>, tx: mpsc::UnboundedSender<Input>, wrap: F)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    F: Fn(watcher::Event<K>) -> Input + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut stream = watcher(api, watcher::Config::default()).boxed();
+        loop {
+            match stream.next().await {
+                Some(Ok(event)) => {
+                    if tx.send(wrap(event)).is_err() {
+                        return;
+                    }
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "service proxy watch failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                None => return,
+            }
+        }
+    });
+}
+
+impl Runner {
+    async fn run(mut self, client: Client) {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        spawn_watch(
+            Api::<Service>::all(client.clone()),
+            tx.clone(),
+            |e| Input::Service(Box::new(e)),
+        );
+        spawn_watch(
+            Api::<EndpointSlice>::all(client.clone()),
+            tx.clone(),
+            |e| Input::Slice(Box::new(e)),
+        );
+        spawn_watch(Api::<Node>::all(client), tx, |e| Input::Node(Box::new(e)));
+        let mut listing = Listing::default();
+        let mut backoff = Duration::from_millis(100);
+        while let Some(first) = rx.recv().await {
+            self.take(first, &mut listing);
+            while let Ok(more) = rx.try_recv() {
+                self.take(more, &mut listing);
+            }
+            if !listing.complete() {
+                continue;
+            }
+            if !self.sync().await {
+                // Retry from scratch after a pause; new changes are folded in meanwhile.
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+                while let Ok(more) = rx.try_recv() {
+                    self.take(more, &mut listing);
+                }
+                self.loaded = false;
+                if listing.complete() && self.sync().await {
+                    backoff = Duration::from_millis(100);
+                }
+            } else {
+                backoff = Duration::from_millis(100);
+            }
+        }
+    }
+
+    fn take(&mut self, input: Input, listing: &mut Listing) {
+        match input {
+            Input::Service(e) => match *e {
+                watcher::Event::Init => {
+                    listing.services = Some(true);
+                    self.state.clear_services();
+                }
+                watcher::Event::InitDone => listing.services = Some(false),
+                watcher::Event::Apply(s) | watcher::Event::InitApply(s) => {
+                    self.state.apply_service(s)
+                }
+                watcher::Event::Delete(s) => self.state.delete_service(&s),
+            },
+            Input::Slice(e) => match *e {
+                watcher::Event::Init => {
+                    listing.slices = Some(true);
+                    self.state.clear_slices();
+                }
+                watcher::Event::InitDone => listing.slices = Some(false),
+                watcher::Event::Apply(s) | watcher::Event::InitApply(s) => {
+                    self.state.apply_slice(s)
+                }
+                watcher::Event::Delete(s) => self.state.delete_slice(&s),
+            },
+            Input::Node(e) => {
+                let before = self.emulated.clone();
+                match *e {
+                    watcher::Event::Init => {
+                        listing.nodes = Some(true);
+                        self.emulated.clear();
+                    }
+                    watcher::Event::InitDone => listing.nodes = Some(false),
+                    watcher::Event::Apply(n) | watcher::Event::InitApply(n) => {
+                        let name = n.metadata.name.clone().unwrap_or_default();
+                        if is_emulated(&n) {
+                            self.emulated.insert(name);
+                        } else {
+                            self.emulated.remove(&name);
+                        }
+                    }
+                    watcher::Event::Delete(n) => {
+                        self.emulated
+                            .remove(n.metadata.name.as_deref().unwrap_or_default());
+                    }
+                }
+                if before != self.emulated && listing.nodes == Some(false) {
+                    // Which endpoints are reachable changed: every Service is worked out again.
+                    self.loaded = false;
+                }
+            }
+        }
+    }
+
+    fn reachable(&self) -> impl Fn(&Endpoint) -> bool + '_ {
+        move |e: &Endpoint| {
+            if e.node.as_ref().is_some_and(|n| self.emulated.contains(n)) {
+                return false;
+            }
+            match self.settings.node_pod_cidr {
+                Some(node) => !self.settings.cluster_cidr.contains(e.ip) || node.contains(e.ip),
+                None => true,
+            }
+        }
+    }
+
+    /// Applies what changed; `false` when `nft` refused it.
+    async fn sync(&mut self) -> bool {
+        let started = Instant::now();
+        let full = !self.loaded;
+        let changed = if full {
+            let _ = self.state.take_changed();
+            self.state.all_ports()
+        } else {
+            self.state.take_changed()
+        };
+        if !full && changed.is_empty() {
+            return true;
+        }
+        let mut next = Vec::with_capacity(changed.len());
+        let mut unreachable = Vec::new();
+        {
+            let reachable = self.reachable();
+            for (key, ports) in &changed {
+                let c = rules::contribution(&self.settings, ports, &reachable);
+                let eps = applied_endpoints(&c, ports);
+                let emulated: BTreeSet<String> = ports
+                    .iter()
+                    .flat_map(|p| p.endpoints.iter())
+                    .filter(|e| !reachable(e))
+                    .filter_map(|e| e.node.clone())
+                    .filter(|n| self.emulated.contains(n))
+                    .collect();
+                unreachable.push((key.clone(), emulated, ports.first().cloned()));
+                next.push((key.clone(), c, eps));
+            }
+        }
+        let t = format!("ip {}", self.settings.table);
+        let script;
+        let mut hairpin = if full {
+            BTreeMap::new()
+        } else {
+            self.hairpin.clone()
+        };
+        if full {
+            let contributions: Vec<&Contribution> = next.iter().map(|(_, c, _)| c).collect();
+            script = rules::full_script(&self.settings, contributions);
+            for (_, c, _) in &next {
+                for ip in &c.hairpin {
+                    *hairpin.entry(*ip).or_default() += 1;
+                }
+            }
+        } else {
+            let mut s = Script::default();
+            let empty = (Contribution::default(), BTreeSet::new());
+            for (key, c, _) in &next {
+                let old = self.contributions.get(key).unwrap_or(&empty);
+                s.diff(&t, &old.0, c, &mut hairpin);
+            }
+            script = s.finish(&t, &self.hairpin, &hairpin);
+        }
+        if !script.is_empty()
+            && let Err(e) = nft::apply(&script).await
+        {
+            tracing::warn!(error = %e, full, "service proxy sync failed");
+            self.status
+                .send_modify(|s| s.last_error = Some(e.to_string()));
+            if !full {
+                // Start again from the whole state: put the changes back.
+                for (key, _) in changed {
+                    self.state.touch(key);
+                }
+            }
+            return false;
+        }
+        if full {
+            self.contributions.clear();
+        }
+        hairpin.retain(|_, n| *n > 0);
+        self.hairpin = hairpin;
+        if let Ok(mut applied) = self.applied.lock() {
+            if full {
+                applied.clear();
+            }
+            for (key, c, eps) in next {
+                if c == Contribution::default() {
+                    self.contributions.remove(&key);
+                    applied.remove(&key);
+                } else {
+                    applied.insert(key.clone(), eps.clone());
+                    self.contributions.insert(key, (c, eps));
+                }
+            }
+        }
+        self.loaded = true;
+        self.status.send_modify(|s| {
+            s.syncs += 1;
+            s.last_error = None;
+        });
+        tracing::debug!(
+            services = changed.len(),
+            full,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "service proxy synced"
+        );
+        for (key, emulated, port) in unreachable {
+            self.report_unreachable(key, emulated, port);
+        }
+        true
+    }
+
+    /// Tells the Service's users (an event, shown by `kubectl describe service`) that some of
+    /// its endpoints get no traffic because their nodes are emulated, once per set of nodes.
+    fn report_unreachable(
+        &mut self,
+        key: (String, String),
+        nodes: BTreeSet<String>,
+        port: Option<ServicePort>,
+    ) {
+        if nodes.is_empty() {
+            self.reported.remove(&key);
+            return;
+        }
+        if self.reported.get(&key) == Some(&nodes) {
+            return;
+        }
+        self.reported.insert(key.clone(), nodes.clone());
+        let Some(port) = port else { return };
+        let count = port
+            .endpoints
+            .iter()
+            .filter(|e| e.node.as_ref().is_some_and(|n| nodes.contains(n)))
+            .count();
+        let list = nodes.into_iter().collect::<Vec<_>>().join(", ");
+        let message = format!(
+            "{count} endpoint(s) of this Service run on emulated nodes ({list}): their pods are not on the network, so the service proxy on {} sends them no traffic",
+            self.settings.node_name
+        );
+        let client = self.client.clone();
+        let node = self.settings.node_name.clone();
+        tokio::spawn(async move {
+            let (namespace, name) = key;
+            let now = tandem_core::time::now_rfc3339();
+            let event: Result<Event, _> = serde_json::from_value(serde_json::json!({
+                "metadata": {"generateName": format!("{name}.")},
+                "involvedObject": {"kind": "Service", "apiVersion": "v1",
+                                   "namespace": namespace, "name": name},
+                "reason": "EndpointsNotReachable",
+                "message": message,
+                "type": "Warning",
+                "source": {"component": "tandem-proxy", "host": node},
+                "reportingComponent": "tandem-proxy",
+                "reportingInstance": node,
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+            }));
+            if let Ok(event) = event
+                && let Err(e) = Api::<Event>::namespaced(client, &namespace)
+                    .create(&PostParams::default(), &event)
+                    .await
+            {
+                tracing::debug!(error = %e, "cannot record the service proxy's event");
+            }
+        });
+    }
+}
+
+fn applied_endpoints(c: &Contribution, ports: &[ServicePort]) -> BTreeSet<(Ipv4Addr, u16)> {
+    // The endpoints that some chain DNATs to.
+    let mut out = BTreeSet::new();
+    for p in ports {
+        for e in &p.endpoints {
+            let target = format!("dnat to {}:{}", e.ip, e.port);
+            if c.chains.values().flatten().any(|r| r.ends_with(&target)) {
+                out.insert((e.ip, e.port));
+            }
+        }
+    }
+    out
+}
+
+fn is_emulated(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .is_some_and(|i| i.container_runtime_version.starts_with("emulated://"))
+}
