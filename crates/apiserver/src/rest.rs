@@ -32,6 +32,8 @@ pub struct State {
     pub options: Options,
     /// Held by Service writes until the cache reflects them (see `service_alloc`).
     pub service_lock: tokio::sync::Mutex<()>,
+    /// The Services' allocations as last read from the cache (see `service_alloc`).
+    pub service_alloc_cache: std::sync::Mutex<crate::service_alloc::UsedCache>,
 }
 
 /// Server behaviour switches.

@@ -117,6 +117,7 @@ impl ApiServer {
             cache,
             options,
             service_lock: tokio::sync::Mutex::new(()),
+            service_alloc_cache: std::sync::Mutex::default(),
         });
         crate::bootstrap::ensure_namespaces(&state)
             .await

@@ -95,42 +95,66 @@ impl ServiceRanges {
     }
 }
 
+/// What one stored Service holds: its cluster IP and node ports.
+#[derive(Debug, Clone, Default)]
+struct Held {
+    ip: Option<Ipv4Addr>,
+    ports: Vec<u16>,
+}
+
+/// The allocations of every Service by key, with the revision each was read at: a Service
+/// write parses only the Services that changed since the last one, not all of them (with 10,000
+/// Services, parsing every one for each create made creating them quadratic).
+#[derive(Debug, Default)]
+pub struct UsedCache {
+    by_key: std::collections::HashMap<String, (tandem_store::Revision, Held)>,
+}
+
+fn held(value: &Value) -> Held {
+    let ip = value
+        .pointer("/spec/clusterIP")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok());
+    let ports = value
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            p.get("nodePort")
+                .and_then(Value::as_u64)
+                .and_then(|n| u16::try_from(n).ok())
+        })
+        .collect();
+    Held { ip, ports }
+}
+
 fn used(
     state: &State,
     rt: &ResourceType,
     skip_key: Option<&str>,
 ) -> (HashSet<Ipv4Addr>, HashSet<u16>) {
     let snap = state.cache.snapshot(rt, &rt.key_prefix(), |_| true);
+    let mut cache = state
+        .service_alloc_cache
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let mut next = std::collections::HashMap::with_capacity(snap.items.len());
     let mut ips = HashSet::new();
     let mut ports = HashSet::new();
-    for o in snap
-        .items
-        .iter()
-        .filter(|o| Some(o.key.as_str()) != skip_key)
-    {
-        let value = o.value();
-        if let Some(ip) = value
-            .pointer("/spec/clusterIP")
-            .and_then(Value::as_str)
-            .and_then(|s| s.parse().ok())
-        {
-            ips.insert(ip);
+    for o in &snap.items {
+        let rev = o.rv;
+        let entry = match cache.by_key.remove(&o.key) {
+            Some((r, h)) if r == rev => h,
+            _ => held(&o.value()),
+        };
+        if Some(o.key.as_str()) != skip_key {
+            ips.extend(entry.ip);
+            ports.extend(entry.ports.iter().copied());
         }
-        for p in value
-            .pointer("/spec/ports")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(np) = p
-                .get("nodePort")
-                .and_then(Value::as_u64)
-                .and_then(|n| u16::try_from(n).ok())
-            {
-                ports.insert(np);
-            }
-        }
+        next.insert(o.key.clone(), (rev, entry));
     }
+    cache.by_key = next;
     (ips, ports)
 }
 

@@ -1,6 +1,7 @@
 //! Running Debian's `nft` binary: one transaction per call (`nft -f -` applies a whole script
 //! atomically or not at all), as upstream kube-proxy's nftables mode does through knftables.
 
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -21,9 +22,29 @@ pub enum NftError {
     Refused(String),
 }
 
-/// Why this machine cannot run the proxy, or `None` when it can: root, and `nft` answering.
-pub async fn unavailable_reason() -> Option<String> {
-    match run_args(&["list", "tables"]).await {
+/// How `nft` is run: in this process's network namespace, or (benchmarks) in another one
+/// entered with `nsenter --net=PATH`, so that rules for made-up Services never touch the host's
+/// traffic.
+#[derive(Debug, Clone, Default)]
+pub struct Nft {
+    pub netns: Option<PathBuf>,
+}
+
+impl Nft {
+    fn command(&self) -> Command {
+        match &self.netns {
+            None => Command::new("nft"),
+            Some(path) => {
+                let mut c = Command::new("nsenter");
+                c.arg(format!("--net={}", path.display())).arg("nft");
+                c
+            }
+        }
+    }
+
+    /// Why this machine cannot run the proxy, or `None` when it can: root, and `nft` answering.
+    pub async fn unavailable_reason(&self) -> Option<String> {
+        match self.run_args(&["list", "tables"]).await {
         Ok(_) => None,
         Err(NftError::Spawn(e)) if e.kind() == std::io::ErrorKind::NotFound => Some(
             "the nft command is not installed (Debian package nftables; scripts/install-deps.sh installs it)"
@@ -31,72 +52,75 @@ pub async fn unavailable_reason() -> Option<String> {
         ),
         Err(e) => Some(format!("{e} (the service proxy needs root)")),
     }
-}
-
-async fn run_args(args: &[&str]) -> Result<String, NftError> {
-    let mut command = Command::new("nft");
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let output = tokio::time::timeout(NFT_TIMEOUT, command.output())
-        .await
-        .map_err(|_| NftError::Timeout(NFT_TIMEOUT))?
-        .map_err(NftError::Spawn)?;
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    } else {
-        Err(NftError::Refused(
-            String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        ))
     }
-}
 
-/// Applies `script` as one transaction.
-pub async fn apply(script: &str) -> Result<(), NftError> {
-    let mut child = Command::new("nft")
-        .args(["-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(NftError::Spawn)?;
-    let mut stdin = child
-        .stdin
-        .take()
-        .ok_or_else(|| NftError::Spawn(std::io::Error::other("no stdin")))?;
-    let input = script.as_bytes().to_vec();
-    let writer = tokio::spawn(async move {
-        let result = stdin.write_all(&input).await;
-        drop(stdin);
-        result
-    });
-    let output = tokio::time::timeout(NFT_TIMEOUT, child.wait_with_output())
-        .await
-        .map_err(|_| NftError::Timeout(NFT_TIMEOUT))?
-        .map_err(NftError::Spawn)?;
-    let _ = writer.await;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(NftError::Refused(first_lines(
-            &String::from_utf8_lossy(&output.stderr),
-            6,
-        )))
+    async fn run_args(&self, args: &[&str]) -> Result<String, NftError> {
+        let mut command = self.command();
+        command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let output = tokio::time::timeout(NFT_TIMEOUT, command.output())
+            .await
+            .map_err(|_| NftError::Timeout(NFT_TIMEOUT))?
+            .map_err(NftError::Spawn)?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(NftError::Refused(
+                String::from_utf8_lossy(&output.stderr).trim().to_string(),
+            ))
+        }
     }
-}
 
-/// Deletes `table` (family `ip`) if it exists.
-pub async fn delete_table(table: &str) -> Result<(), NftError> {
-    apply(&format!("add table ip {table}\ndelete table ip {table}\n")).await
-}
+    /// Applies `script` as one transaction.
+    pub async fn apply(&self, script: &str) -> Result<(), NftError> {
+        let mut child = self
+            .command()
+            .args(["-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(NftError::Spawn)?;
+        let mut stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| NftError::Spawn(std::io::Error::other("no stdin")))?;
+        let input = script.as_bytes().to_vec();
+        let writer = tokio::spawn(async move {
+            let result = stdin.write_all(&input).await;
+            drop(stdin);
+            result
+        });
+        let output = tokio::time::timeout(NFT_TIMEOUT, child.wait_with_output())
+            .await
+            .map_err(|_| NftError::Timeout(NFT_TIMEOUT))?
+            .map_err(NftError::Spawn)?;
+        let _ = writer.await;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(NftError::Refused(first_lines(
+                &String::from_utf8_lossy(&output.stderr),
+                6,
+            )))
+        }
+    }
 
-/// The listing of `table`, or `None` when it does not exist.
-pub async fn list_table(table: &str) -> Option<String> {
-    run_args(&["list", "table", "ip", table]).await.ok()
+    /// Deletes `table` (family `ip`) if it exists.
+    pub async fn delete_table(&self, table: &str) -> Result<(), NftError> {
+        self.apply(&format!("add table ip {table}\ndelete table ip {table}\n"))
+            .await
+    }
+
+    /// The listing of `table`, or `None` when it does not exist.
+    pub async fn list_table(&self, table: &str) -> Option<String> {
+        self.run_args(&["list", "table", "ip", table]).await.ok()
+    }
 }
 
 fn first_lines(text: &str, n: usize) -> String {

@@ -16,7 +16,7 @@ use kube::runtime::watcher;
 use tokio::sync::{mpsc, watch};
 
 use crate::model::{ClusterState, Endpoint, ServicePort};
-use crate::nft;
+use crate::nft::Nft;
 use crate::rules::{self, Cidr, Contribution, Script, Settings};
 
 /// How the proxy is set up on its node.
@@ -31,6 +31,9 @@ pub struct ProxyConfig {
     /// The pods' bridge: `route_localnet` is set on it so node ports answer on 127.0.0.1 (the
     /// bridge is tandem's own and the setting goes with it).
     pub bridge: Option<String>,
+    /// The network namespace to program, as a path (`/proc/PID/ns/net`); `None` for this
+    /// process's own. Benchmarks use a private one.
+    pub netns: Option<std::path::PathBuf>,
 }
 
 /// Why the proxy could not start.
@@ -61,6 +64,7 @@ pub type Applied = Arc<Mutex<HashMap<(String, String), BTreeSet<(Ipv4Addr, u16)>
 
 /// A running proxy. [`ServiceProxy::shutdown`] removes its table.
 pub struct ServiceProxy {
+    nft: Nft,
     table: String,
     task: tokio::task::JoinHandle<()>,
     status: watch::Receiver<SyncStatus>,
@@ -71,7 +75,10 @@ impl ServiceProxy {
     /// Starts watching and programming. Fails at once when `nft` cannot run (not root, not
     /// installed) or the bridge cannot be set up.
     pub async fn start(client: Client, config: ProxyConfig) -> Result<ServiceProxy, ProxyError> {
-        if let Some(why) = nft::unavailable_reason().await {
+        let nft = Nft {
+            netns: config.netns.clone(),
+        };
+        if let Some(why) = nft.unavailable_reason().await {
             return Err(ProxyError::Unavailable(why));
         }
         if let Some(bridge) = &config.bridge {
@@ -91,6 +98,7 @@ impl ServiceProxy {
             service_cidr: config.service_cidr,
         };
         let runner = Runner {
+            nft: nft.clone(),
             settings,
             client: client.clone(),
             state: ClusterState::default(),
@@ -104,6 +112,7 @@ impl ServiceProxy {
         };
         let task = tokio::spawn(runner.run(client));
         Ok(ServiceProxy {
+            nft,
             table: config.table,
             task,
             status,
@@ -133,12 +142,17 @@ impl ServiceProxy {
         &self.table
     }
 
+    /// The table as `nft list` prints it, or `None` when it does not exist.
+    pub async fn listing(&self) -> Option<String> {
+        self.nft.list_table(&self.table).await
+    }
+
     /// Stops the proxy and deletes its table (connections already set up keep their NAT in
     /// conntrack until they end).
     pub async fn shutdown(self) {
         self.task.abort();
         let _ = self.task.await;
-        if let Err(e) = nft::delete_table(&self.table).await {
+        if let Err(e) = self.nft.delete_table(&self.table).await {
             tracing::warn!(table = %self.table, error = %e, "cannot delete the service proxy's table");
         }
     }
@@ -171,6 +185,7 @@ impl Listing {
 }
 
 struct Runner {
+    nft: Nft,
     settings: Settings,
     client: Client,
     state: ClusterState,
@@ -214,16 +229,12 @@ where
 impl Runner {
     async fn run(mut self, client: Client) {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        spawn_watch(
-            Api::<Service>::all(client.clone()),
-            tx.clone(),
-            |e| Input::Service(Box::new(e)),
-        );
-        spawn_watch(
-            Api::<EndpointSlice>::all(client.clone()),
-            tx.clone(),
-            |e| Input::Slice(Box::new(e)),
-        );
+        spawn_watch(Api::<Service>::all(client.clone()), tx.clone(), |e| {
+            Input::Service(Box::new(e))
+        });
+        spawn_watch(Api::<EndpointSlice>::all(client.clone()), tx.clone(), |e| {
+            Input::Slice(Box::new(e))
+        });
         spawn_watch(Api::<Node>::all(client), tx, |e| Input::Node(Box::new(e)));
         let mut listing = Listing::default();
         let mut backoff = Duration::from_millis(100);
@@ -373,7 +384,7 @@ impl Runner {
             script = s.finish(&t, &self.hairpin, &hairpin);
         }
         if !script.is_empty()
-            && let Err(e) = nft::apply(&script).await
+            && let Err(e) = self.nft.apply(&script).await
         {
             tracing::warn!(error = %e, full, "service proxy sync failed");
             self.status

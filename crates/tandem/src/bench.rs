@@ -32,6 +32,10 @@ pub enum BenchCommand {
     /// present), pods through the API server and scheduler; create → Running, create → Ready
     /// and sandbox creation times.
     Startup(crate::bench_startup::StartupBench),
+    /// Service proxy and cluster DNS (issue 14): Services with emulated endpoints through the
+    /// API; EndpointSlice change -> nftables rule in place at 1,000 and N Services, then DNS
+    /// queries/s and latency from a loopback client.
+    Services(crate::bench_services::ServicesBench),
 }
 
 #[derive(Args)]
@@ -92,6 +96,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Api(b) => api(b).await,
         BenchCommand::Startup(b) => crate::bench_startup::run(b).await,
+        BenchCommand::Services(b) => crate::bench_services::run(b).await,
         BenchCommand::Scheduler(b) => {
             let (dir, _server, _client) = bench_server().await?;
             let kubeconfig = dir.path().join("kubeconfig");

@@ -111,6 +111,7 @@ async fn start_proxy(client: kube::Client, s: &NetworkSettings) -> anyhow::Resul
         node_pod_cidr: Some(cidr("pod CIDR", &s.node_pod_cidr)?),
         service_cidr: cidr("service CIDR", &s.service_cidr)?,
         bridge: Some(s.bridge.clone()),
+        netns: None,
     };
     Ok(ServiceProxy::start(client, config).await?)
 }

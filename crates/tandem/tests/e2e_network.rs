@@ -553,7 +553,7 @@ spec:
             "-o",
             "jsonpath={.items[*].message}",
         ]);
-        (!out.stdout.trim().is_empty()).then(|| out.stdout)
+        (!out.stdout.trim().is_empty()).then_some(out.stdout)
     });
     assert!(event.contains("windows-2019-1") && event.contains("emulated"), "{event}");
     let err = TcpStream::connect_timeout(&nothing, Duration::from_secs(5)).unwrap_err();
