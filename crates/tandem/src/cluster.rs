@@ -72,8 +72,11 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
         Some(None) => tandem_agent::default_nodes(),
         Some(Some(spec)) => tandem_agent::parse_nodes_spec(spec).context("invalid --nodes")?,
     };
+    let mut dns_upstreams = Vec::new();
     if let Some(up) = &up {
         assign_pod_cidrs(&mut node_configs, &up.cluster_cidr)?;
+        dns_upstreams = crate::node_network::parse_upstreams(up.dns_upstream.as_deref())
+            .context("invalid --dns-upstream")?;
     }
     let (server, _store) = start(&args).await?;
     let kubeconfig = args.kubeconfig_path();
@@ -146,10 +149,11 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
                                             client.clone(),
                                             &args,
                                             up,
+                                            &dns_upstreams,
                                             &mut node,
                                             &ctrd,
                                         )
-                                        .await?,
+                                        .await,
                                     );
                                     crate::cri_node::start_runtime(
                                         &mut node,
@@ -161,6 +165,15 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
                                 }
                                 Err(e) => Err(e),
                             };
+                        if cri.is_err()
+                            && let Some(network) = network.take()
+                        {
+                            // The node falls back to emulated: no data plane for it.
+                            network.shutdown().await;
+                            node.labels
+                                .remove(tandem_controllers::service_lb::SERVICE_PROXY_LABEL);
+                            node.cluster_dns.clear();
+                        }
                         match cri {
                             Ok(cri) => {
                                 what = cri.description.clone();
@@ -237,9 +250,10 @@ async fn start_node_network(
     client: kube::Client,
     args: &ServerArgs,
     up: &UpArgs,
+    dns_upstreams: &[std::net::SocketAddr],
     node: &mut NodeConfig,
     ctrd: &tandem_agent::runtime::cri::containerd::Containerd,
-) -> anyhow::Result<crate::node_network::NodeNetwork> {
+) -> crate::node_network::NodeNetwork {
     let gateway = ctrd.gateway();
     let port = server.local_addr.port();
     let api = match server.listen_also((gateway, port).into()).await {
@@ -247,9 +261,13 @@ async fn start_node_network(
         Err(_) => server.listen_also((gateway, 0).into()).await,
     };
     match api {
-        Ok(addr) => tandem_apiserver::bootstrap::ensure_kubernetes_service(&server.state, addr)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot update the kubernetes Service: {}", e.message))?,
+        Ok(addr) => {
+            if let Err(e) =
+                tandem_apiserver::bootstrap::ensure_kubernetes_service(&server.state, addr).await
+            {
+                tracing::warn!(error = %e.message, "cannot point the kubernetes Service at the pods' gateway");
+            }
+        }
         Err(e) => {
             tracing::warn!(error = %e, "pods cannot reach the API server: no listener on the pods' gateway")
         }
@@ -262,8 +280,7 @@ async fn start_node_network(
         service_cidr: args.service_cidr.clone(),
         cluster_dns: ranges.dns_ip(),
         cluster_domain: up.cluster_domain.clone(),
-        dns_upstreams: crate::node_network::parse_upstreams(up.dns_upstream.as_deref())
-            .context("invalid --dns-upstream")?,
+        dns_upstreams: dns_upstreams.to_vec(),
         bridge: ctrd.bridge_name().to_string(),
         gateway,
     };
@@ -278,7 +295,7 @@ async fn start_node_network(
         node.cluster_dns = vec![std::net::IpAddr::V4(settings.cluster_dns)];
     }
     node.cluster_domain = up.cluster_domain.clone();
-    Ok(network)
+    network
 }
 
 /// Gives node n the n-th /24 of `cluster_cidr` (an IPv4 /16) as its pod CIDR.
@@ -482,15 +499,19 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
                 anyhow::bail!("--container-runtime cri: {why}");
             }
             node.state_dir = Some(node_dir.clone());
-            let ctrd = crate::cri_node::start_containerd(&node, &node_dir, &images_dir).await?;
+            // Every flag is checked before containerd starts, so a bad one leaves nothing
+            // running.
             let service_ranges =
                 tandem_apiserver::service_alloc::ServiceRanges::from_cidr(&args.service_cidr)
                     .context("invalid --service-cidr")?;
-            let pod_cidr = ctrd.pod_cidr();
             let cluster_cidr = match &args.cluster_cidr {
                 Some(c) => c.clone(),
-                None => sixteen_around(&pod_cidr)?,
+                None => sixteen_around(node.pod_cidr.as_deref().unwrap_or_default())?,
             };
+            let dns_upstreams = crate::node_network::parse_upstreams(args.dns_upstream.as_deref())
+                .context("invalid --dns-upstream")?;
+            let ctrd = crate::cri_node::start_containerd(&node, &node_dir, &images_dir).await?;
+            let pod_cidr = ctrd.pod_cidr();
             let settings = crate::node_network::NetworkSettings {
                 node_name: node.name.clone(),
                 cluster_cidr,
@@ -498,8 +519,7 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
                 service_cidr: args.service_cidr.clone(),
                 cluster_dns: service_ranges.dns_ip(),
                 cluster_domain: args.cluster_domain.clone(),
-                dns_upstreams: crate::node_network::parse_upstreams(args.dns_upstream.as_deref())
-                    .context("invalid --dns-upstream")?,
+                dns_upstreams,
                 bridge: ctrd.bridge_name().to_string(),
                 gateway: ctrd.gateway(),
             };
@@ -514,7 +534,15 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
                 node.cluster_dns = vec![IpAddr::V4(settings.cluster_dns)];
             }
             let node_cri =
-                crate::cri_node::start_runtime(&mut node, &node_dir, ctrd, client.clone()).await?;
+                match crate::cri_node::start_runtime(&mut node, &node_dir, ctrd, client.clone())
+                    .await
+                {
+                    Ok(c) => c,
+                    Err(e) => {
+                        net.shutdown().await;
+                        return Err(e);
+                    }
+                };
             println!(
                 "tandem agent: node {} (linux) — {}",
                 node.name, node_cri.description

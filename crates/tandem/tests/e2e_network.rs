@@ -574,4 +574,14 @@ spec:
         Duration::from_secs(30),
         || (backends(&web, 20) == left).then_some(()),
     );
+
+    // Hairpin: the remaining pod reaches itself through its own Service.
+    let me = left.iter().next().unwrap();
+    let out = s.kubectl_full(
+        &["exec", me, "--", "wget", "-qO-", "-T", "5", "http://web/index.html"],
+        None,
+        &[],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.stdout.trim(), me, "hairpin: {}", out.combined());
 }

@@ -1126,8 +1126,17 @@ async fn ensure_bridge(name: &str, cidr: &Ipv4Cidr) {
         command
     };
     let gateway = format!("{}/{}", cidr.gateway(), cidr.prefix);
+    remove_stale_bridges(name, &cidr.gateway().to_string()).await;
     let steps: [Vec<&str>; 3] = [
-        vec!["link", "add", name, "type", "bridge", "nf_call_iptables", "1"],
+        vec![
+            "link",
+            "add",
+            name,
+            "type",
+            "bridge",
+            "nf_call_iptables",
+            "1",
+        ],
         vec!["addr", "add", &gateway, "dev", name],
         vec!["link", "set", name, "up"],
     ];
@@ -1138,10 +1147,51 @@ async fn ensure_bridge(name: &str, cidr: &Ipv4Cidr) {
                 let text = combined_output(&output);
                 // A bridge left by the previous run (pods kept for re-adoption) is reused.
                 if !text.contains("File exists") {
-                    tracing::warn!(bridge = name, output = text, "cannot set up the pods' bridge");
+                    tracing::warn!(
+                        bridge = name,
+                        output = text,
+                        "cannot set up the pods' bridge"
+                    );
                 }
             }
-            Err(error) => tracing::warn!(bridge = name, %error, "cannot run ip for the pods' bridge"),
+            Err(error) => {
+                tracing::warn!(bridge = name, %error, "cannot run ip for the pods' bridge")
+            }
+        }
+    }
+}
+
+/// Deletes bridges of earlier tandem runs (`tdm…`, not `keep`) that hold this node's gateway
+/// address and have no pod attached: left by a run that was killed, they would take the pod
+/// range's route and make every pod unreachable from the host. A bridge with pods attached is
+/// never touched.
+async fn remove_stale_bridges(keep: &str, gateway: &str) {
+    let mut command = Command::new("ip");
+    command.args(["-o", "-4", "addr", "show"]);
+    let Ok(output) = run(command, "ip", COMMAND_TIMEOUT).await else {
+        return;
+    };
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(_index), Some(dev), Some("inet"), Some(addr)) =
+            (words.next(), words.next(), words.next(), words.next())
+        else {
+            continue;
+        };
+        if dev == keep || !dev.starts_with("tdm") || addr.split('/').next() != Some(gateway) {
+            continue;
+        }
+        let ports = std::fs::read_dir(format!("/sys/class/net/{dev}/brif"))
+            .map(|d| d.count())
+            .unwrap_or(1);
+        if ports == 0 {
+            tracing::warn!(
+                bridge = dev,
+                gateway,
+                "removing a stale bridge left by an earlier run"
+            );
+            delete_bridge(dev).await;
         }
     }
 }
