@@ -1123,13 +1123,14 @@ impl PodWorker {
             .ok()
             .and_then(|c| c.started_at)
             .unwrap_or_else(|| self.ctx.clock.now());
-        self.event(
-            Some(i),
-            EventType::Normal,
-            "Started",
-            &format!("Started container {name} (emulated: no process runs)"),
-        )
-        .await;
+        // The kubelet's message; an emulated runtime adds that nothing runs.
+        let message = if self.ctx.runtime.emulated() {
+            format!("Started container {name} (emulated: no process runs)")
+        } else {
+            format!("Started container {name}")
+        };
+        self.event(Some(i), EventType::Normal, "Started", &message)
+            .await;
         let t = &mut self.tracks[i];
         let c = spec_container(&self.pod, t.is_init, &t.name);
         t.ever_ran = true;

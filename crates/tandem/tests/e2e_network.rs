@@ -198,6 +198,21 @@ spec:
     wait_running(&s, "client");
     let pods = pod_names(&s, "app=web");
     assert_eq!(pods.len(), 2);
+    // Real containers are not reported as emulated.
+    let started = s.kubectl(&[
+        "get",
+        "events",
+        "--field-selector",
+        "reason=Started",
+        "-o",
+        "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}",
+    ]);
+    assert!(
+        started.ok().contains("Started container httpd"),
+        "{}",
+        started.stdout
+    );
+    assert!(!started.stdout.contains("emulated"), "{}", started.stdout);
 
     // The cluster has the `kubernetes` and `kube-dns` Services on the range's first and tenth
     // addresses, with endpoints.
@@ -555,7 +570,10 @@ spec:
         ]);
         (!out.stdout.trim().is_empty()).then_some(out.stdout)
     });
-    assert!(event.contains("windows-2019-1") && event.contains("emulated"), "{event}");
+    assert!(
+        event.contains("windows-2019-1") && event.contains("emulated"),
+        "{event}"
+    );
     let err = TcpStream::connect_timeout(&nothing, Duration::from_secs(5)).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::ConnectionRefused, "{err}");
 
@@ -578,7 +596,16 @@ spec:
     // Hairpin: the remaining pod reaches itself through its own Service.
     let me = left.iter().next().unwrap();
     let out = s.kubectl_full(
-        &["exec", me, "--", "wget", "-qO-", "-T", "5", "http://web/index.html"],
+        &[
+            "exec",
+            me,
+            "--",
+            "wget",
+            "-qO-",
+            "-T",
+            "5",
+            "http://web/index.html",
+        ],
         None,
         &[],
         Duration::from_secs(30),

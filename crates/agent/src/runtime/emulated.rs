@@ -158,7 +158,7 @@ impl EmulatedRuntime {
         ) else {
             return Ok(());
         };
-        if self.windows() && !windows::process_isolation_compatible(host.build, image_build) {
+        if self.windows() && !windows::runs_image_build(&host, image_build) {
             return Err(RuntimeError::Refused {
                 message: OS_MISMATCH_MESSAGE.to_string(),
             });
@@ -302,6 +302,10 @@ fn is_host_process(pod: &Pod) -> bool {
 impl Runtime for EmulatedRuntime {
     fn version(&self) -> String {
         format!("emulated://tandem-{}", env!("CARGO_PKG_VERSION"))
+    }
+
+    fn emulated(&self) -> bool {
+        true
     }
 
     async fn run_sandbox(&self, config: &SandboxConfig) -> Result<SandboxInfo, RuntimeError> {

@@ -184,6 +184,12 @@ pub trait Runtime: Send + Sync {
     /// `containerRuntimeVersion` as the Node reports it (`emulated://tandem-0.1.0`).
     fn version(&self) -> String;
 
+    /// Whether containers are emulated (no process runs), so that what the node reports about
+    /// them says so — and what a real runtime reports never does.
+    fn emulated(&self) -> bool {
+        false
+    }
+
     /// Creates and starts a pod sandbox (network namespace, pause container).
     async fn run_sandbox(&self, config: &SandboxConfig) -> Result<SandboxInfo, RuntimeError>;
     /// Stops and removes a sandbox and every container in it.
