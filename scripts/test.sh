@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Runs every test: unit, contract, integration and end-to-end (the built `tandem` binary driven
-# by the machine's kubectl). Installs what the tests need first.
+# Runs every test: formatting and lints (rustfmt, clippy with warnings as errors), then unit,
+# contract, integration and end-to-end tests (the built `tandem` binary driven by the machine's
+# kubectl). Installs what the tests need first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build-images.sh
+cargo fmt --all --check
+cargo clippy --locked --workspace --all-targets -- -D warnings
 cargo build --locked -p tandem
 cargo nextest run --workspace --locked --no-fail-fast

@@ -98,15 +98,13 @@ pub fn is_windows_image(image: &str) -> bool {
     tandem_core::windows::is_known_windows_image(image)
 }
 
-/// Process isolation compatibility between a host build and an image build (both Windows 10.0
-/// builds): an image newer than the host never runs; before Windows Server 2022 the builds must
-/// match exactly; from 2022 on a host runs images of 2022 or later up to its own build. Delegates
-/// to `tandem_core::windows::process_isolation_compatible`.
-pub fn process_isolation_compatible(host_build: u32, image_build: u32) -> bool {
-    use tandem_core::windows::WindowsBuild as CoreBuild;
+/// Whether this host runs an image of `image_build` with process isolation: the shared check of
+/// `tandem_core::windows`, which the scheduler and admission use too.
+pub fn runs_image_build(host: &WindowsBuild, image_build: u32) -> bool {
+    use tandem_core::windows::{HostBuild, ImageBuild, WindowsBuild as CoreBuild};
     tandem_core::windows::process_isolation_compatible(
-        CoreBuild::new(10, 0, image_build),
-        CoreBuild::new(10, 0, host_build),
+        ImageBuild(CoreBuild::new(10, 0, image_build)),
+        HostBuild(CoreBuild::new(host.major, host.minor, host.build)),
     )
 }
 
@@ -149,22 +147,26 @@ mod tests {
     }
 
     #[test]
-    fn process_isolation_rules() {
-        assert!(process_isolation_compatible(17763, 17763));
+    fn a_host_runs_the_image_builds_of_the_shared_rules() {
+        let host = |build| WindowsBuild {
+            build,
+            ..WindowsBuild::SERVER_2019
+        };
+        assert!(runs_image_build(&host(17763), 17763));
         assert!(
-            !process_isolation_compatible(20348, 17763),
+            !runs_image_build(&host(20348), 17763),
             "2019 images need a 2019 host"
         );
         assert!(
-            !process_isolation_compatible(17763, 20348),
+            !runs_image_build(&host(17763), 20348),
             "never newer than the host"
         );
         assert!(
-            process_isolation_compatible(26100, 20348),
+            runs_image_build(&host(26100), 20348),
             "2025 hosts run 2022 images"
         );
-        assert!(!process_isolation_compatible(26100, 17763));
-        assert!(!process_isolation_compatible(14393, 17763));
+        assert!(!runs_image_build(&host(26100), 17763));
+        assert!(!runs_image_build(&host(14393), 17763));
     }
 
     #[test]

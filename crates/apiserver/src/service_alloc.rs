@@ -237,16 +237,8 @@ pub fn allocate(
     }
     if kind == "NodePort" || kind == "LoadBalancer" {
         let old_ports: HashSet<u16> = old
-            .and_then(|o| o.pointer("/spec/ports"))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|p| {
-                p.get("nodePort")
-                    .and_then(Value::as_u64)
-                    .and_then(|n| u16::try_from(n).ok())
-            })
-            .collect();
+            .map(|o| held(o).ports.into_iter().collect())
+            .unwrap_or_default();
         let mut next = ranges.node_port_min;
         if let Some(list) = obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
             for (i, p) in list.iter_mut().enumerate() {

@@ -50,14 +50,6 @@ impl fmt::Display for Os {
     }
 }
 
-/// Whether a host of build `host` runs a container image built for `image` with process
-/// isolation, by Microsoft's published compatibility matrix: before Windows Server 2022 the builds
-/// must match exactly; from 2022 on a newer host runs older images down to 2022 (a 2025 host runs
-/// 2022 images); never an image newer than the host.
-pub fn process_isolation_compatible(host: WindowsBuild, image: WindowsBuild) -> bool {
-    core_windows::process_isolation_compatible(image, host)
-}
-
 /// The Windows build an image reference names in its tag (`…:ltsc2019`, `…:1809`,
 /// `…:10.0.20348.2582`, `…:8.0-nanoserver-ltsc2022`), if any.
 pub fn image_windows_build(image: &str) -> Option<WindowsBuild> {
@@ -191,7 +183,10 @@ mod tests {
         ];
         for (host, image, runs) in cases {
             assert_eq!(
-                process_isolation_compatible(host, image),
+                core_windows::process_isolation_compatible(
+                    core_windows::ImageBuild(image),
+                    core_windows::HostBuild(host)
+                ),
                 runs,
                 "host {host} image {image}"
             );

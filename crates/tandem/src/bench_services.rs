@@ -182,6 +182,19 @@ async fn measure_changes(
     Ok((latencies, missed))
 }
 
+/// The bench's proxy: a table of its own in the bench's private network namespace.
+fn proxy_config(table: &str, netns: &PrivateNetns) -> anyhow::Result<ProxyConfig> {
+    Ok(ProxyConfig {
+        table: table.to_string(),
+        node_name: "bench-node".into(),
+        cluster_cidr: Cidr::parse("10.244.0.0/16").context("cluster CIDR")?,
+        node_pod_cidr: None,
+        service_cidr: Cidr::parse("10.96.0.0/12").context("service CIDR")?,
+        bridge: None,
+        netns: netns.path(),
+    })
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
@@ -194,15 +207,7 @@ pub async fn run(b: ServicesBench) -> anyhow::Result<()> {
         .await?;
     let netns = PrivateNetns::new().await?;
     let table = format!("tandem-bench-{}", std::process::id());
-    let config = ProxyConfig {
-        table: table.clone(),
-        node_name: "bench-node".into(),
-        cluster_cidr: Cidr::parse("10.244.0.0/16").context("cluster CIDR")?,
-        node_pod_cidr: None,
-        service_cidr: Cidr::parse("10.96.0.0/12").context("service CIDR")?,
-        bridge: None,
-        netns: netns.path(),
-    };
+    let config = proxy_config(&table, &netns)?;
     println!(
         "tandem bench services: {} Services x {} endpoints, {} EndpointSlice changes per size; nftables in a private network namespace",
         b.services, b.endpoints, b.changes
@@ -255,15 +260,7 @@ pub async fn run(b: ServicesBench) -> anyhow::Result<()> {
     let started = Instant::now();
     let second = ServiceProxy::start(
         client.clone(),
-        ProxyConfig {
-            table: format!("{table}-restart"),
-            node_name: "bench-node".into(),
-            cluster_cidr: Cidr::parse("10.244.0.0/16").context("cluster CIDR")?,
-            node_pod_cidr: None,
-            service_cidr: Cidr::parse("10.96.0.0/12").context("service CIDR")?,
-            bridge: None,
-            netns: netns.path(),
-        },
+        proxy_config(&format!("{table}-restart"), &netns)?,
     )
     .await
     .context("cannot start the second service proxy")?;

@@ -14,8 +14,8 @@ use crate::field::Path;
 use crate::validation::quantity;
 use crate::windows::pod_os::containers;
 use crate::windows::{
-    LABEL_OS, LABEL_WINDOWS_BUILD, OsSource, PodOs, image_build_tag, pod_os_at,
-    process_isolation_compatible, windows_build_pin,
+    HostBuild, ImageBuild, LABEL_OS, LABEL_WINDOWS_BUILD, OsSource, PodOs, image_build_tag,
+    pod_os_at, process_isolation_compatible, windows_build_pin,
 };
 
 /// The default `terminationMessagePath`, which works on Windows because it does not exist there.
@@ -240,7 +240,7 @@ fn build_warnings(spec: &Value, runtime_class: Option<&Value>, path: &Path, out:
                 cpath.child("image"),
                 build.product_name()
             )),
-            Some((Some(host), raw, source)) if !host_process && !process_isolation_compatible(build, *host) => {
+            Some((Some(host), raw, source)) if !host_process && !process_isolation_compatible(ImageBuild(build), HostBuild(*host)) => {
                 out.push(format!(
                     "{}: tag {tag} names {} ({build}), which cannot run with process isolation on the {LABEL_WINDOWS_BUILD} {raw} that {source} selects",
                     cpath.child("image"),

@@ -144,9 +144,20 @@ pub const RELEASES: &[WindowsRelease] = &[
 /// First build of the "newer hosts run older images" era (Windows Server 2022).
 const FORWARD_COMPATIBLE_FROM: u32 = 20348;
 
+/// The Windows build a container image was made for (from its tag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ImageBuild(pub WindowsBuild);
+
+/// The Windows build of a host (a node's `node.kubernetes.io/windows-build`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HostBuild(pub WindowsBuild);
+
 /// Whether a container image built on `image` can run with process isolation on a host of build
 /// `host`, following Microsoft's published compatibility rules (see the module documentation).
-pub fn process_isolation_compatible(image: WindowsBuild, host: WindowsBuild) -> bool {
+/// The two builds have types of their own so that a caller cannot swap them: this is the one
+/// check the scheduler, admission and the node agent all use.
+pub fn process_isolation_compatible(image: ImageBuild, host: HostBuild) -> bool {
+    let (ImageBuild(image), HostBuild(host)) = (image, host);
     if image == host {
         return true;
     }
@@ -403,7 +414,7 @@ mod tests {
         ];
         for (image, host, want) in matrix {
             assert_eq!(
-                process_isolation_compatible(image, host),
+                process_isolation_compatible(ImageBuild(image), HostBuild(host)),
                 want,
                 "image {image} on host {host}"
             );

@@ -11,8 +11,8 @@ pub mod build;
 pub mod pod_os;
 
 pub use build::{
-    RELEASES, WindowsBuild, WindowsRelease, image_build_tag, image_windows_build,
-    is_known_windows_image, process_isolation_compatible,
+    HostBuild, ImageBuild, RELEASES, WindowsBuild, WindowsRelease, image_build_tag,
+    image_windows_build, is_known_windows_image, process_isolation_compatible,
 };
 pub use pod_os::{OsSource, PodOs, PodOsDecision, pod_os, pod_os_at, windows_build_pin};
 

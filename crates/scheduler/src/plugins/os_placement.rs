@@ -4,8 +4,8 @@
 //! with process isolation. The decisions come from [`crate::os`].
 
 use crate::framework::{CycleState, Rejection};
-use crate::os::process_isolation_compatible;
 use crate::snapshot::NodeInfo;
+use tandem_core::windows::{HostBuild, ImageBuild, process_isolation_compatible};
 
 /// Filter: the node's OS must be the pod's.
 pub fn filter_os(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
@@ -33,7 +33,7 @@ pub fn filter_build(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejectio
     match cs
         .image_builds
         .iter()
-        .position(|(_, b)| !process_isolation_compatible(host, *b))
+        .position(|(_, b)| !process_isolation_compatible(ImageBuild(*b), HostBuild(host)))
     {
         Some(i) => Err(Rejection::WrongBuild(i)),
         None => Ok(()),
