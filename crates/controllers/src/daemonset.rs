@@ -15,7 +15,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
-    PodSpec, Taint, Toleration,
+    PodSpec, Toleration,
 };
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -129,26 +129,6 @@ pub fn add_daemon_tolerations(spec: &mut PodSpec) {
     }
 }
 
-/// `v1helper.TolerationsTolerateTaint`.
-fn tolerates(tolerations: &[Toleration], taint: &Taint) -> bool {
-    tolerations.iter().any(|t| {
-        if t.effect
-            .as_deref()
-            .is_some_and(|e| !e.is_empty() && e != taint.effect)
-        {
-            return false;
-        }
-        let key = t.key.as_deref().unwrap_or("");
-        match t.operator.as_deref().unwrap_or("Equal") {
-            "Exists" => key.is_empty() || key == taint.key,
-            _ => {
-                key == taint.key
-                    && t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
-            }
-        }
-    })
-}
-
 fn requirement_matches(r: &NodeSelectorRequirement, value: Option<&str>) -> bool {
     let values = r.values.as_deref().unwrap_or_default();
     match r.operator.as_str() {
@@ -231,7 +211,7 @@ pub fn node_should_run(spec: &PodSpec, node: &Node) -> (bool, bool) {
         .and_then(|s| s.taints.clone())
         .unwrap_or_default()
     {
-        if tolerates(&tolerations, &taint) {
+        if tandem_core::taints::any_tolerates(&tolerations, &taint) {
             continue;
         }
         match taint.effect.as_str() {
@@ -523,6 +503,7 @@ async fn manage(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Taint;
 
     fn node(labels: &[(&str, &str)], taints: Vec<Taint>) -> Node {
         let mut n = Node::default();

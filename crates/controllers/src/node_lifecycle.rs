@@ -281,28 +281,6 @@ async fn swap_taints(
     Ok(())
 }
 
-/// Whether `toleration` tolerates `taint` — upstream `Toleration.ToleratesTaint`.
-pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    if let Some(effect) = toleration.effect.as_deref()
-        && !effect.is_empty()
-        && effect != taint.effect
-    {
-        return false;
-    }
-    let key = toleration.key.as_deref().unwrap_or_default();
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match toleration.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        "Equal" | "" => {
-            toleration.value.as_deref().unwrap_or_default()
-                == taint.value.as_deref().unwrap_or_default()
-        }
-        _ => false,
-    }
-}
-
 /// When a pod with `tolerations` must leave a node with `taints` (only the `NoExecute` ones
 /// count): `Some(now-or-earlier)` when it does not tolerate one of them, `Some(t)` when its
 /// shortest `tolerationSeconds` runs out at `t`, `None` when it may stay for ever.
@@ -313,8 +291,10 @@ pub fn eviction_time(
 ) -> Option<Timestamp> {
     let mut at: Option<Timestamp> = None;
     for taint in taints.iter().filter(|t| t.effect == "NoExecute") {
-        let matching: Vec<&Toleration> =
-            tolerations.iter().filter(|t| tolerates(t, taint)).collect();
+        let matching: Vec<&Toleration> = tolerations
+            .iter()
+            .filter(|t| tandem_core::taints::tolerates(t, taint))
+            .collect();
         if matching.is_empty() {
             return Some(now);
         }

@@ -12,6 +12,7 @@ pub mod registry;
 pub mod selector;
 pub mod strategy;
 pub mod table;
+pub mod taints;
 pub mod time;
 pub mod typed;
 pub mod validation;

@@ -7,26 +7,7 @@ use k8s_openapi::api::core::v1::{Taint, Toleration};
 use crate::framework::{CycleState, Rejection};
 use crate::snapshot::NodeInfo;
 
-/// Whether `t` tolerates `taint` (upstream `Toleration.ToleratesTaint`): an empty effect matches
-/// every effect, an empty key with `Exists` matches every key, `Exists` ignores the value and
-/// `Equal` (the default) compares it.
-pub fn tolerates(t: &Toleration, taint: &Taint) -> bool {
-    if let Some(e) = t.effect.as_deref().filter(|e| !e.is_empty())
-        && e != taint.effect
-    {
-        return false;
-    }
-    if let Some(k) = t.key.as_deref().filter(|k| !k.is_empty())
-        && k != taint.key
-    {
-        return false;
-    }
-    match t.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        "" | "Equal" => t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
-        _ => false,
-    }
-}
+pub use tandem_core::taints::tolerates;
 
 /// Filter: the first `NoSchedule`/`NoExecute` taint the pod does not tolerate.
 pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
