@@ -129,46 +129,10 @@ pub fn add_daemon_tolerations(spec: &mut PodSpec) {
     }
 }
 
-fn requirement_matches(r: &NodeSelectorRequirement, value: Option<&str>) -> bool {
-    let values = r.values.as_deref().unwrap_or_default();
-    match r.operator.as_str() {
-        "In" => value.is_some_and(|v| values.iter().any(|x| x == v)),
-        "NotIn" => value.is_none_or(|v| !values.iter().any(|x| x == v)),
-        "Exists" => value.is_some(),
-        "DoesNotExist" => value.is_none(),
-        "Gt" | "Lt" => {
-            let (Some(v), Some(bound)) = (
-                value.and_then(|v| v.parse::<i64>().ok()),
-                values.first().and_then(|b| b.parse::<i64>().ok()),
-            ) else {
-                return false;
-            };
-            if r.operator == "Gt" {
-                v > bound
-            } else {
-                v < bound
-            }
-        }
-        _ => false,
-    }
-}
-
-/// Whether a node selector term selects `node` (labels through matchExpressions,
-/// `metadata.name` through matchFields). An empty term selects nothing, as upstream.
+/// Whether a node selector term selects `node` (the shared check in `tandem_core`).
 fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
-    let exprs = term.match_expressions.as_deref().unwrap_or_default();
-    let fields = term.match_fields.as_deref().unwrap_or_default();
-    if exprs.is_empty() && fields.is_empty() {
-        return false;
-    }
     let labels = node.metadata.labels.clone().unwrap_or_default();
-    let name = node.name_any();
-    exprs
-        .iter()
-        .all(|r| requirement_matches(r, labels.get(&r.key).map(String::as_str)))
-        && fields
-            .iter()
-            .all(|r| r.key == "metadata.name" && requirement_matches(r, Some(&name)))
+    tandem_core::node_selector::term_matches(term, &labels, &node.name_any())
 }
 
 /// Upstream's `NodeShouldRunDaemonPod`: (should run, should continue running).

@@ -6,6 +6,7 @@
 pub mod admission;
 pub mod defaults;
 pub mod field;
+pub mod node_selector;
 pub mod openapi;
 pub mod patch;
 pub mod registry;

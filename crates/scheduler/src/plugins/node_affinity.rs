@@ -6,9 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{
-    NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm,
-};
+use k8s_openapi::api::core::v1::{NodeSelectorTerm, PreferredSchedulingTerm};
 
 use crate::framework::{Code, CycleState, Rejection};
 use crate::snapshot::NodeInfo;
@@ -67,40 +65,9 @@ impl<'a> NodeAffinity<'a> {
     }
 }
 
-/// Whether one node selector term matches (all its expressions and fields; an empty term matches
-/// nothing).
+/// Whether one node selector term matches the node (the shared check in `tandem_core`).
 pub fn term_matches(term: &NodeSelectorTerm, node: &NodeInfo) -> bool {
-    let exprs = term.match_expressions.as_deref().unwrap_or_default();
-    let fields = term.match_fields.as_deref().unwrap_or_default();
-    if exprs.is_empty() && fields.is_empty() {
-        return false;
-    }
-    exprs
-        .iter()
-        .all(|r| requirement_matches(r, node.labels.get(&r.key).map(String::as_str)))
-        && fields
-            .iter()
-            .all(|r| r.key == "metadata.name" && requirement_matches(r, Some(&node.name)))
-}
-
-fn requirement_matches(r: &NodeSelectorRequirement, value: Option<&str>) -> bool {
-    let values = r.values.as_deref().unwrap_or_default();
-    match r.operator.as_str() {
-        "In" => value.is_some_and(|v| values.iter().any(|x| x == v)),
-        "NotIn" => value.is_none_or(|v| !values.iter().any(|x| x == v)),
-        "Exists" => value.is_some(),
-        "DoesNotExist" => value.is_none(),
-        op @ ("Gt" | "Lt") => {
-            let (Some(v), [bound]) = (value, values) else {
-                return false;
-            };
-            let (Ok(v), Ok(bound)) = (v.parse::<i64>(), bound.parse::<i64>()) else {
-                return false;
-            };
-            if op == "Gt" { v > bound } else { v < bound }
-        }
-        _ => false,
-    }
+    tandem_core::node_selector::term_matches(term, &node.labels, &node.name)
 }
 
 /// Filter.
