@@ -215,11 +215,22 @@ async fn without_upstreams_other_names_get_servfail_at_once() -> Result<()> {
     Ok(())
 }
 
+/// A UDP socket and a TCP listener on one loopback port. A port free for UDP may be taken for
+/// TCP by a test running beside this one, so a few are tried.
+async fn udp_and_tcp_on_one_port() -> (UdpSocket, TcpListener, SocketAddr) {
+    for _ in 0..50 {
+        let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = udp.local_addr().unwrap();
+        if let Ok(tcp) = TcpListener::bind(addr).await {
+            return (udp, tcp, addr);
+        }
+    }
+    panic!("no loopback port free for both UDP and TCP in 50 tries");
+}
+
 /// Answers every A query with 192.0.2.1, over UDP and TCP on one port.
 async fn fake_upstream() -> SocketAddr {
-    let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let addr = udp.local_addr().unwrap();
-    let tcp = TcpListener::bind(addr).await.unwrap();
+    let (udp, tcp, addr) = udp_and_tcp_on_one_port().await;
     fn answer(packet: &[u8]) -> Option<Vec<u8>> {
         let request = Message::from_vec(packet).ok()?;
         let mut reply = Message::response(request.metadata.id, request.metadata.op_code);
@@ -297,9 +308,7 @@ async fn other_names_are_forwarded_upstream_over_the_same_transport() -> Result<
 #[tokio::test]
 async fn an_upstream_that_does_not_answer_is_given_up_after_its_timeout() -> Result<()> {
     // Bound but silent: datagrams are swallowed, connections accepted and left hanging.
-    let silent = UdpSocket::bind("127.0.0.1:0").await?;
-    let addr = silent.local_addr()?;
-    let listener = TcpListener::bind(addr).await?;
+    let (silent, listener, addr) = udp_and_tcp_on_one_port().await;
     let hold = tokio::spawn(async move {
         let mut held: Vec<TcpStream> = Vec::new();
         while let Ok((s, _)) = listener.accept().await {
