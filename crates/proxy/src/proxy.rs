@@ -192,7 +192,7 @@ struct Runner {
     /// Nodes whose runtime is emulated: their pods are not on the network.
     emulated: BTreeSet<String>,
     /// Per Service: what it put in the table, and the endpoints that get its traffic.
-    contributions: HashMap<ServiceKey, (Contribution, BTreeSet<(Ipv4Addr, u16)>)>,
+    contributions: HashMap<ServiceKey, Contribution>,
     hairpin: BTreeMap<Ipv4Addr, usize>,
     /// Whether the table has been loaded in full since start (or since a failed partial sync).
     loaded: bool,
@@ -347,7 +347,6 @@ impl Runner {
             let reachable = self.reachable();
             for (key, ports) in &changed {
                 let c = rules::contribution(&self.settings, ports, &reachable);
-                let eps = applied_endpoints(&c, ports);
                 let emulated: BTreeSet<String> = ports
                     .iter()
                     .flat_map(|p| p.endpoints.iter())
@@ -356,7 +355,7 @@ impl Runner {
                     .filter(|n| self.emulated.contains(n))
                     .collect();
                 unreachable.push((key.clone(), emulated, ports.first().cloned()));
-                next.push((key.clone(), c, eps));
+                next.push((key.clone(), c));
             }
         }
         let t = format!("ip {}", self.settings.table);
@@ -367,19 +366,19 @@ impl Runner {
             self.hairpin.clone()
         };
         if full {
-            let contributions: Vec<&Contribution> = next.iter().map(|(_, c, _)| c).collect();
+            let contributions: Vec<&Contribution> = next.iter().map(|(_, c)| c).collect();
             script = rules::full_script(&self.settings, contributions);
-            for (_, c, _) in &next {
+            for (_, c) in &next {
                 for ip in &c.hairpin {
                     *hairpin.entry(*ip).or_default() += 1;
                 }
             }
         } else {
             let mut s = Script::default();
-            let empty = (Contribution::default(), BTreeSet::new());
-            for (key, c, _) in &next {
+            let empty = Contribution::default();
+            for (key, c) in &next {
                 let old = self.contributions.get(key).unwrap_or(&empty);
-                s.diff(&t, &old.0, c, &mut hairpin);
+                s.diff(&t, old, c, &mut hairpin);
             }
             script = s.finish(&t, &self.hairpin, &hairpin);
         }
@@ -402,20 +401,20 @@ impl Runner {
         }
         hairpin.retain(|_, n| *n > 0);
         self.hairpin = hairpin;
-        if let Ok(mut applied) = self.applied.lock() {
-            if full {
-                applied.clear();
-            }
-            for (key, c, eps) in next {
-                if c == Contribution::default() {
-                    self.contributions.remove(&key);
-                    applied.remove(&key);
-                } else {
-                    applied.insert(key.clone(), eps.clone());
-                    self.contributions.insert(key, (c, eps));
-                }
+        let mut applied = self.applied.lock().unwrap_or_else(|p| p.into_inner());
+        if full {
+            applied.clear();
+        }
+        for (key, c) in next {
+            if c == Contribution::default() {
+                self.contributions.remove(&key);
+                applied.remove(&key);
+            } else {
+                applied.insert(key.clone(), c.targets.clone());
+                self.contributions.insert(key, c);
             }
         }
+        drop(applied);
         self.loaded = true;
         self.status.send_modify(|s| {
             s.syncs += 1;
@@ -488,20 +487,6 @@ impl Runner {
             }
         });
     }
-}
-
-fn applied_endpoints(c: &Contribution, ports: &[ServicePort]) -> BTreeSet<(Ipv4Addr, u16)> {
-    // The endpoints that some chain DNATs to.
-    let mut out = BTreeSet::new();
-    for p in ports {
-        for e in &p.endpoints {
-            let target = format!("dnat to {}:{}", e.ip, e.port);
-            if c.chains.values().flatten().any(|r| r.ends_with(&target)) {
-                out.insert((e.ip, e.port));
-            }
-        }
-    }
-    out
 }
 
 fn is_emulated(node: &Node) -> bool {

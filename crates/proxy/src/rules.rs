@@ -115,6 +115,8 @@ pub struct Contribution {
     pub elements: BTreeMap<(Map, String), String>,
     /// Endpoint addresses that hairpin traffic must be masqueraded for.
     pub hairpin: BTreeSet<Ipv4Addr>,
+    /// The endpoints (address, port) some chain DNATs to: where the Service's traffic goes.
+    pub targets: BTreeSet<(Ipv4Addr, u16)>,
 }
 
 impl Contribution {
@@ -123,6 +125,7 @@ impl Contribution {
         self.sets.extend(other.sets);
         self.elements.extend(other.elements);
         self.hairpin.extend(other.hairpin);
+        self.targets.extend(other.targets);
     }
 }
 
@@ -180,6 +183,7 @@ fn port_contribution(
             settings.cluster_cidr
         )];
         rules.extend(pick_endpoint(p, internal, &mut out.sets));
+        out.targets.extend(internal.iter().map(|e| (e.ip, e.port)));
         out.chains.insert(svc_chain.clone(), rules);
         for ip in &p.cluster_ips {
             out.elements.insert(
@@ -212,6 +216,7 @@ fn port_contribution(
             rules.push("jump mark-for-masquerade".to_string());
         }
         rules.extend(pick_endpoint(p, external, &mut out.sets));
+        out.targets.extend(external.iter().map(|e| (e.ip, e.port)));
         out.chains.insert(ext_chain.clone(), rules);
         None
     };
@@ -648,6 +653,13 @@ mod tests {
             c.hairpin,
             BTreeSet::from([Ipv4Addr::new(10, 244, 0, 5), Ipv4Addr::new(10, 244, 0, 6)])
         );
+        assert_eq!(
+            c.targets,
+            BTreeSet::from([
+                (Ipv4Addr::new(10, 244, 0, 5), 8080),
+                (Ipv4Addr::new(10, 244, 0, 6), 8080)
+            ])
+        );
     }
 
     #[test]
@@ -665,6 +677,7 @@ mod tests {
         let p = web(vec![ep([10, 244, 1, 5], "windows-1", true)]);
         let c = contribution(&settings(), &[p], &|e| e.ip.octets()[2] == 0);
         assert!(c.chains.is_empty());
+        assert!(c.targets.is_empty());
         assert!(
             c.elements
                 .contains_key(&(Map::NoEndpointServices, "10.96.0.20 . tcp . 80".into()))
