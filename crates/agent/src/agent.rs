@@ -73,7 +73,7 @@ async fn run_fed(
                 Some(p) => StageFile::load(p)?,
                 None => StageFile::default(),
             };
-            Arc::new(EmulatedRuntime::new(
+            let runtime = EmulatedRuntime::new(
                 EmulatedConfig {
                     os: config.os,
                     windows_build: config.windows_build,
@@ -82,9 +82,18 @@ async fn run_fed(
                     preloaded_images: config.preloaded_images.clone(),
                     stages,
                     state_dir: config.state_dir.clone(),
+                    node_name: config.name.clone(),
+                    network: config.pod_network.clone(),
+                    dns: crate::dns_config::NodeDns {
+                        cluster_dns: config.cluster_dns.clone(),
+                        cluster_domain: config.cluster_domain.clone(),
+                        node_ips: vec![config.internal_ip],
+                    },
                 },
                 clock,
-            )?)
+            )?;
+            runtime.restore_network().await;
+            Arc::new(runtime)
         }
     };
     run_inner(client, config, runtime, clock, feed).await

@@ -330,6 +330,9 @@ pub struct NodeConfig {
     /// `--cluster-domain`: the domain of the search paths of `ClusterFirst` pods
     /// (`<namespace>.svc.<domain>`, `svc.<domain>`, `<domain>`); default `cluster.local`.
     pub cluster_domain: String,
+    /// The pod network of an emulated node (see [`crate::podnet`]): its pods get reachable
+    /// addresses and stand-ins. `None`: emulated pods have addresses nothing answers.
+    pub pod_network: Option<std::sync::Arc<crate::podnet::EmulatedNetwork>>,
 }
 
 /// Default emulated capacity: 4 CPUs, 16 GiB memory, 100 GiB disk, 110 pods (upstream maxPods).
@@ -367,6 +370,7 @@ impl NodeConfig {
             kubelet_port: 10250,
             cluster_dns: Vec::new(),
             cluster_domain: crate::dns_config::DEFAULT_CLUSTER_DOMAIN.to_string(),
+            pod_network: None,
         }
     }
 

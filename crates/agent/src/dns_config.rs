@@ -57,7 +57,7 @@ pub enum DnsConfigError {
 }
 
 /// The node's DNS settings: the kubelet's `--cluster-dns` and `--cluster-domain`, and its IPs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeDns {
     /// The cluster DNS servers; empty when the cluster has none, and then `ClusterFirst` pods
     /// fall back to `Default`.

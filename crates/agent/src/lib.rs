@@ -11,14 +11,17 @@ pub mod bench;
 pub mod clock;
 pub mod config;
 pub mod dns_config;
+pub mod emulated_exec;
 pub mod env;
 pub mod events;
 pub mod ipam;
 pub mod logs;
 pub mod node_status;
 pub mod pod_worker;
+pub mod podnet;
 pub mod runtime;
 pub mod server;
+pub mod streaming;
 pub mod volumes;
 pub mod windows;
 

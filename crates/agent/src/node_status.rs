@@ -249,6 +249,20 @@ pub fn status(
     }
 }
 
+/// The annotations the agent sets on its Node: the kubelet's TTL one and, for an emulated node
+/// whose pods are on the network, [`tandem_core::POD_NETWORK_ANNOTATION`] (the service proxy
+/// then sends them traffic).
+pub fn node_annotations(config: &NodeConfig) -> BTreeMap<String, String> {
+    let mut a = BTreeMap::from([("node.alpha.kubernetes.io/ttl".to_string(), "0".to_string())]);
+    if let Some(net) = &config.pod_network {
+        a.insert(
+            tandem_core::POD_NETWORK_ANNOTATION.to_string(),
+            format!("emulated on bridge {}", net.bridge()),
+        );
+    }
+    a
+}
+
 /// The Node to create at registration: labels, taints, pod CIDR, and status.
 pub fn node(
     config: &NodeConfig,
@@ -259,10 +273,7 @@ pub fn node(
     let mut n = Node::default();
     n.metadata.name = Some(config.name.clone());
     n.metadata.labels = Some(node_labels(config));
-    n.metadata.annotations = Some(BTreeMap::from([(
-        "node.alpha.kubernetes.io/ttl".to_string(),
-        "0".to_string(),
-    )]));
+    n.metadata.annotations = Some(node_annotations(config));
     n.spec = Some(NodeSpec {
         pod_cidr: config.pod_cidr.clone(),
         pod_cidrs: config.pod_cidr.clone().map(|c| vec![c]),

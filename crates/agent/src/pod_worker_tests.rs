@@ -70,6 +70,9 @@ fn context(os: NodeOs, build: Option<WindowsBuild>, rec: Arc<Recorder>) -> Arc<W
             preloaded_images: vec![],
             stages: StageFile::default(),
             state_dir: None,
+            node_name: "node".into(),
+            network: None,
+            dns: Default::default(),
         },
         clock,
     )

@@ -18,3 +18,8 @@ pub mod time;
 pub mod typed;
 pub mod validation;
 pub mod windows;
+
+/// Set by the node agent on an emulated node whose pods are on the network (a real namespace and
+/// address each, answered by stand-ins): the service proxy sends such pods traffic, and leaves
+/// out the pods of emulated nodes without it.
+pub const POD_NETWORK_ANNOTATION: &str = "node.tandem.dev/emulated-pod-network";

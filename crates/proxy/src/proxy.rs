@@ -34,6 +34,8 @@ pub struct ProxyConfig {
     /// The network namespace to program, as a path (`/proc/PID/ns/net`); `None` for this
     /// process's own. Benchmarks use a private one.
     pub netns: Option<std::path::PathBuf>,
+    /// Set for the proxy of an emulated Windows node (its pods' traffic only, Windows limits).
+    pub windows: Option<rules::WindowsDataPlane>,
 }
 
 /// Why the proxy could not start.
@@ -95,7 +97,9 @@ impl ServiceProxy {
             node_name: config.node_name.clone(),
             cluster_cidr: config.cluster_cidr,
             node_pod_cidr: config.node_pod_cidr,
+            emulated_pod_cidrs: Vec::new(),
             service_cidr: config.service_cidr,
+            windows: config.windows.clone(),
         };
         let runner = Runner {
             nft: nft.clone(),
@@ -103,12 +107,14 @@ impl ServiceProxy {
             client: client.clone(),
             state: ClusterState::default(),
             emulated: BTreeSet::new(),
+            networked: BTreeMap::new(),
             contributions: HashMap::new(),
             hairpin: BTreeMap::new(),
             loaded: false,
             status: status_tx,
             applied: applied.clone(),
             reported: HashMap::new(),
+            affinity_reported: HashMap::new(),
         };
         let task = tokio::spawn(runner.run(client));
         Ok(ServiceProxy {
@@ -189,8 +195,10 @@ struct Runner {
     settings: Settings,
     client: Client,
     state: ClusterState,
-    /// Nodes whose runtime is emulated: their pods are not on the network.
+    /// Nodes whose runtime is emulated and whose pods are not on the network.
     emulated: BTreeSet<String>,
+    /// Emulated nodes whose pods are on this machine's network, with their pod ranges.
+    networked: BTreeMap<String, Cidr>,
     /// Per Service: what it put in the table, and the endpoints that get its traffic.
     contributions: HashMap<ServiceKey, Contribution>,
     hairpin: BTreeMap<Ipv4Addr, usize>,
@@ -200,6 +208,8 @@ struct Runner {
     applied: Applied,
     /// The emulated nodes last reported in an event per Service.
     reported: HashMap<(String, String), BTreeSet<String>>,
+    /// The affinity timeout last reported per Service by a Windows node's proxy.
+    affinity_reported: HashMap<(String, String), u32>,
 }
 
 fn spawn_watch<K, F>(api: Api<K>, tx: mpsc::UnboundedSender<Input>, wrap: F)
@@ -288,27 +298,38 @@ impl Runner {
                 watcher::Event::Delete(s) => self.state.delete_slice(&s),
             },
             Input::Node(e) => {
-                let before = self.emulated.clone();
+                let before = (self.emulated.clone(), self.networked.clone());
                 match *e {
                     watcher::Event::Init => {
                         listing.nodes = Some(true);
                         self.emulated.clear();
+                        self.networked.clear();
                     }
                     watcher::Event::InitDone => listing.nodes = Some(false),
                     watcher::Event::Apply(n) | watcher::Event::InitApply(n) => {
                         let name = n.metadata.name.clone().unwrap_or_default();
-                        if is_emulated(&n) {
-                            self.emulated.insert(name);
-                        } else {
-                            self.emulated.remove(&name);
+                        self.emulated.remove(&name);
+                        self.networked.remove(&name);
+                        match emulated_network(&n) {
+                            None => {}
+                            Some(Some(cidr)) => {
+                                self.networked.insert(name, cidr);
+                            }
+                            Some(None) => {
+                                self.emulated.insert(name);
+                            }
                         }
                     }
                     watcher::Event::Delete(n) => {
-                        self.emulated
-                            .remove(n.metadata.name.as_deref().unwrap_or_default());
+                        let name = n.metadata.name.as_deref().unwrap_or_default();
+                        self.emulated.remove(name);
+                        self.networked.remove(name);
                     }
                 }
-                if before != self.emulated && listing.nodes == Some(false) {
+                self.settings.emulated_pod_cidrs = self.networked.values().copied().collect();
+                if before != (self.emulated.clone(), self.networked.clone())
+                    && listing.nodes == Some(false)
+                {
                     // Which endpoints are reachable changed: every Service is worked out again.
                     self.loaded = false;
                 }
@@ -322,7 +343,11 @@ impl Runner {
                 return false;
             }
             match self.settings.node_pod_cidr {
-                Some(node) => !self.settings.cluster_cidr.contains(e.ip) || node.contains(e.ip),
+                Some(node) => {
+                    !self.settings.cluster_cidr.contains(e.ip)
+                        || node.contains(e.ip)
+                        || self.networked.values().any(|c| c.contains(e.ip))
+                }
                 None => true,
             }
         }
@@ -343,6 +368,7 @@ impl Runner {
         }
         let mut next = Vec::with_capacity(changed.len());
         let mut unreachable = Vec::new();
+        let mut affinity = Vec::new();
         {
             let reachable = self.reachable();
             for (key, ports) in &changed {
@@ -355,6 +381,9 @@ impl Runner {
                     .filter(|n| self.emulated.contains(n))
                     .collect();
                 unreachable.push((key.clone(), emulated, ports.first().cloned()));
+                if self.settings.windows.is_some() {
+                    affinity.push((key.clone(), ports.clone()));
+                }
                 next.push((key.clone(), c));
             }
         }
@@ -429,6 +458,9 @@ impl Runner {
         for (key, emulated, port) in unreachable {
             self.report_unreachable(key, emulated, port);
         }
+        for (key, ports) in affinity {
+            self.report_windows_affinity(key, &ports);
+        }
         true
     }
 
@@ -440,7 +472,8 @@ impl Runner {
         nodes: BTreeSet<String>,
         port: Option<ServicePort>,
     ) {
-        if nodes.is_empty() {
+        if nodes.is_empty() || self.settings.windows.is_some() {
+            // A Windows node's proxy leaves reporting to the machine's own.
             self.reported.remove(&key);
             return;
         }
@@ -459,6 +492,33 @@ impl Runner {
             "{count} endpoint(s) of this Service run on emulated nodes ({list}): their pods are not on the network, so the service proxy on {} sends them no traffic",
             self.settings.node_name
         );
+        self.warn(key, "EndpointsNotReachable", message);
+    }
+
+    /// On a Windows node's proxy: tells the Service's users that the node keeps ClientIP
+    /// affinity without the timeout the Service sets (once per timeout value).
+    fn report_windows_affinity(&mut self, key: (String, String), ports: &[ServicePort]) {
+        let Some(timeout) = ports
+            .iter()
+            .filter_map(|p| p.affinity_timeout)
+            .find(|t| *t != crate::model::DEFAULT_AFFINITY_TIMEOUT)
+        else {
+            self.affinity_reported.remove(&key);
+            return;
+        };
+        if self.affinity_reported.insert(key.clone(), timeout) == Some(timeout) {
+            return;
+        }
+        let message = format!(
+            "sessionAffinityConfig.clientIP.timeoutSeconds ({timeout}) is not supported on Windows nodes: the emulated Windows node {} keeps ClientIP affinity with its default stickiness ({} s)",
+            self.settings.node_name,
+            crate::model::DEFAULT_AFFINITY_TIMEOUT
+        );
+        self.warn(key, "SessionAffinityTimeoutIgnored", message);
+    }
+
+    /// Records a Warning event on a Service (shown by `kubectl describe service`).
+    fn warn(&self, key: (String, String), reason: &'static str, message: String) {
         let client = self.client.clone();
         let node = self.settings.node_name.clone();
         tokio::spawn(async move {
@@ -468,7 +528,7 @@ impl Runner {
                 "metadata": {"generateName": format!("{name}.")},
                 "involvedObject": {"kind": "Service", "apiVersion": "v1",
                                    "namespace": namespace, "name": name},
-                "reason": "EndpointsNotReachable",
+                "reason": reason,
                 "message": message,
                 "type": "Warning",
                 "source": {"component": "tandem-proxy", "host": node},
@@ -489,9 +549,27 @@ impl Runner {
     }
 }
 
-fn is_emulated(node: &Node) -> bool {
-    node.status
+/// For an emulated node: `Some(Some(pod range))` when its pods are on the network (the agent's
+/// [`tandem_core::POD_NETWORK_ANNOTATION`]), `Some(None)` when they are not; `None` for a node
+/// running real containers.
+fn emulated_network(node: &Node) -> Option<Option<Cidr>> {
+    let emulated = node
+        .status
         .as_ref()
         .and_then(|s| s.node_info.as_ref())
-        .is_some_and(|i| i.container_runtime_version.starts_with("emulated://"))
+        .is_some_and(|i| i.container_runtime_version.starts_with("emulated://"));
+    if !emulated {
+        return None;
+    }
+    let annotated = node
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(tandem_core::POD_NETWORK_ANNOTATION));
+    let cidr = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.pod_cidr.as_deref())
+        .and_then(Cidr::parse);
+    Some(if annotated { cidr } else { None })
 }

@@ -75,9 +75,38 @@ pub struct Settings {
     pub cluster_cidr: Cidr,
     /// This node's pod range; the rest of `cluster_cidr` is refused (no route leads there).
     pub node_pod_cidr: Option<Cidr>,
+    /// Pod ranges of emulated nodes whose pods are on this machine's network (bridges of
+    /// their own): reachable too. Kept up to date from the Nodes.
+    pub emulated_pod_cidrs: Vec<Cidr>,
     /// The Service range: a connection to an address in it that no Service port matches is
     /// refused rather than sent to the default route.
     pub service_cidr: Cidr,
+    /// Set for the proxy of an emulated Windows node: see [`WindowsDataPlane`].
+    pub windows: Option<WindowsDataPlane>,
+}
+
+/// How many endpoints of one Service a Windows node's proxy can reach (the reference
+/// documents' "more than 64 backend pods … for a single Service" limitation of HNS load
+/// balancers).
+pub const WINDOWS_MAX_BACKENDS: usize = 64;
+
+/// The first port of upstream's default NodePort range (`--service-node-port-range`).
+pub const NODE_PORT_RANGE: (u16, u16) = (30000, 32767);
+
+/// The data plane of an emulated Windows node, as kube-proxy's Windows (`kernelspace`, HNS)
+/// proxier behaves, applied to the traffic of that node's pods only (packets entering from its
+/// bridge, before the machine's own proxy sees them). Its limits, from the reference documents:
+/// - only the first [`WINDOWS_MAX_BACKENDS`] endpoints of a Service are used;
+/// - `sessionAffinity: ClientIP` holds, but `sessionAffinityConfig.clientIP.timeoutSeconds` is
+///   not honoured (the default stickiness is used whatever is set);
+/// - a NodePort is not reachable from the node itself: connections from the node's network to
+///   its own address on a port of the NodePort range are dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowsDataPlane {
+    /// The bridge the node's pods are on.
+    pub interface: String,
+    /// The node's own address (its InternalIP, the bridge's address).
+    pub node_address: Ipv4Addr,
 }
 
 /// The maps a Service puts elements in.
@@ -153,10 +182,26 @@ fn port_contribution(
     reachable: &dyn Fn(&Endpoint) -> bool,
 ) -> Contribution {
     let mut out = Contribution::default();
+    let windows_view;
+    let p = if settings.windows.is_some() {
+        windows_view = ServicePort {
+            affinity_timeout: p
+                .affinity_timeout
+                .map(|_| crate::model::DEFAULT_AFFINITY_TIMEOUT),
+            ..p.clone()
+        };
+        &windows_view
+    } else {
+        p
+    };
     let id = p.id();
     let proto = p.protocol.nft();
-    let cluster = p.cluster_endpoints(reachable);
-    let local = p.local_endpoints(&settings.node_name, reachable);
+    let mut cluster = p.cluster_endpoints(reachable);
+    let mut local = p.local_endpoints(&settings.node_name, reachable);
+    if settings.windows.is_some() {
+        cluster.truncate(WINDOWS_MAX_BACKENDS);
+        local.truncate(WINDOWS_MAX_BACKENDS);
+    }
     let internal = if p.internal_local { &local } else { &cluster };
     let external = if p.external_local { &local } else { &cluster };
     for e in cluster.iter().chain(local.iter()) {
@@ -282,6 +327,46 @@ fn pick_endpoint(
     rules
 }
 
+/// The base chains of a node's own proxy: hooks and the chain each jumps to.
+const LINUX_HOOKS: [(&str, &str, &str, &str, &str); 6] = [
+    (
+        "nat-prerouting",
+        "prerouting",
+        "nat",
+        "-100",
+        "jump services",
+    ),
+    ("nat-output", "output", "nat", "-100", "jump services"),
+    (
+        "nat-postrouting",
+        "postrouting",
+        "nat",
+        "100",
+        "jump masquerading",
+    ),
+    (
+        "filter-input",
+        "input",
+        "filter",
+        "-10",
+        "ct state new jump endpoints-check",
+    ),
+    (
+        "filter-forward",
+        "forward",
+        "filter",
+        "-10",
+        "ct state new jump endpoints-check",
+    ),
+    (
+        "filter-output",
+        "output",
+        "filter",
+        "-10",
+        "ct state new jump endpoints-check",
+    ),
+];
+
 /// The whole table: created from nothing (an old table of the same name is deleted in the same
 /// transaction, so there is never a moment without rules), with every contribution.
 pub fn full_script<'a>(
@@ -326,14 +411,17 @@ pub fn full_script<'a>(
             "masquerade fully-random".to_string(),
         ],
     );
-    chain(
-        &mut s,
-        "services",
-        &[
-            "ip daddr . meta l4proto . th dport vmap @service-ips".to_string(),
-            "fib daddr type local meta l4proto . th dport vmap @service-nodeports".to_string(),
-        ],
-    );
+    let mut services = Vec::new();
+    if let Some(w) = &settings.windows {
+        services.push(format!(
+            "ip daddr {} th dport {}-{} drop",
+            w.node_address, NODE_PORT_RANGE.0, NODE_PORT_RANGE.1
+        ));
+    }
+    services.push("ip daddr . meta l4proto . th dport vmap @service-ips".to_string());
+    services
+        .push("fib daddr type local meta l4proto . th dport vmap @service-nodeports".to_string());
+    chain(&mut s, "services", &services);
     chain(&mut s, "reject-chain", &["reject".to_string()]);
     let mut check = vec![
         "ip daddr . meta l4proto . th dport vmap @no-endpoint-services".to_string(),
@@ -343,52 +431,44 @@ pub fn full_script<'a>(
         format!("ip daddr {} reject", settings.service_cidr),
     ];
     if let Some(node) = settings.node_pod_cidr {
-        // Pod addresses of other nodes have no route here (emulated nodes' pods are not on the
-        // network): refuse them instead of sending them to the default route.
+        // Pod addresses of other nodes have no route here (pods of emulated nodes without a
+        // network of their own are not on it): refuse them instead of sending them to the
+        // default route.
+        let reachable: Vec<String> = std::iter::once(node)
+            .chain(settings.emulated_pod_cidrs.iter().copied())
+            .map(|c| c.to_string())
+            .collect();
         check.push(format!(
-            "ip daddr {} ip daddr != {node} reject with icmp type host-unreachable",
-            settings.cluster_cidr
+            "ip daddr {} ip daddr != {{ {} }} reject with icmp type host-unreachable",
+            settings.cluster_cidr,
+            reachable.join(", ")
         ));
     }
     chain(&mut s, "endpoints-check", &check);
-    for (name, hook, kind, priority, jump) in [
-        (
-            "nat-prerouting",
-            "prerouting",
-            "nat",
-            "-100",
-            "jump services",
-        ),
-        ("nat-output", "output", "nat", "-100", "jump services"),
-        (
-            "nat-postrouting",
-            "postrouting",
-            "nat",
-            "100",
-            "jump masquerading",
-        ),
-        (
-            "filter-input",
-            "input",
-            "filter",
-            "-10",
-            "ct state new jump endpoints-check",
-        ),
-        (
-            "filter-forward",
-            "forward",
-            "filter",
-            "-10",
-            "ct state new jump endpoints-check",
-        ),
-        (
-            "filter-output",
-            "output",
-            "filter",
-            "-10",
-            "ct state new jump endpoints-check",
-        ),
-    ] {
+    let hooks: Vec<(&str, &str, &str, &str, String)> = match &settings.windows {
+        // The Windows node's proxy sees its own pods' traffic only, before the machine's.
+        Some(w) => vec![
+            (
+                "nat-prerouting",
+                "prerouting",
+                "nat",
+                "-110",
+                format!("iifname \"{}\" jump services", w.interface),
+            ),
+            (
+                "nat-postrouting",
+                "postrouting",
+                "nat",
+                "100",
+                "jump masquerading".to_string(),
+            ),
+        ],
+        None => LINUX_HOOKS
+            .iter()
+            .map(|(a, b, c, d, e)| (*a, *b, *c, *d, e.to_string()))
+            .collect(),
+    };
+    for (name, hook, kind, priority, jump) in hooks {
         let _ = writeln!(
             s,
             "add chain {t} {name} {{ type {kind} hook {hook} priority {priority} ; policy accept ; }}"
@@ -593,6 +673,8 @@ mod tests {
                 prefix: 0,
             }),
             node_pod_cidr: Cidr::parse("10.244.0.0/24"),
+            emulated_pod_cidrs: Vec::new(),
+            windows: None,
             service_cidr: Cidr::parse("10.96.0.0/12").unwrap_or(Cidr {
                 base: Ipv4Addr::UNSPECIFIED,
                 prefix: 0,
@@ -823,5 +905,72 @@ mod tests {
         assert!(text.contains("add element ip tandem-test service-ips { 10.96.0.20 . tcp . 80 : goto svc-default/web/tcp/80 }"));
         assert!(text.contains("ip daddr 10.96.0.0/12 reject"));
         assert!(text.contains("add element ip tandem-test hairpin { 10.244.0.5 . 10.244.0.5 }"));
+    }
+
+    fn windows_settings() -> Settings {
+        Settings {
+            node_name: "win-1".into(),
+            node_pod_cidr: None,
+            windows: Some(WindowsDataPlane {
+                interface: "tdmewin".into(),
+                node_address: Ipv4Addr::new(10, 244, 1, 1),
+            }),
+            ..settings()
+        }
+    }
+
+    #[test]
+    fn a_windows_node_reaches_only_64_backends_of_a_service() {
+        let endpoints: Vec<Endpoint> = (0..70u8)
+            .map(|i| ep([10, 244, 2, 10 + i], "linux-1", true))
+            .collect();
+        let windows = contribution(&windows_settings(), &[web(endpoints.clone())], &|_| true);
+        assert_eq!(windows.targets.len(), WINDOWS_MAX_BACKENDS);
+        assert!(
+            !windows
+                .targets
+                .contains(&(Ipv4Addr::new(10, 244, 2, 79), 8080))
+        );
+        let linux = contribution(&settings(), &[web(endpoints)], &|_| true);
+        assert_eq!(linux.targets.len(), 70);
+    }
+
+    #[test]
+    fn a_windows_node_keeps_client_ip_affinity_but_not_its_timeout() {
+        let mut p = web(vec![ep([10, 244, 2, 5], "linux-1", true)]);
+        p.affinity_timeout = Some(60);
+        let windows = contribution(&windows_settings(), &[p.clone()], &|_| true);
+        let set = windows
+            .sets
+            .values()
+            .next()
+            .map(String::as_str)
+            .unwrap_or("");
+        assert!(set.contains("timeout 10800s"), "{set}");
+        let linux = contribution(&settings(), &[p], &|_| true);
+        let set = linux.sets.values().next().map(String::as_str).unwrap_or("");
+        assert!(set.contains("timeout 60s"), "{set}");
+    }
+
+    #[test]
+    fn a_windows_node_table_sees_only_its_pods_and_drops_node_ports_to_itself() {
+        let text = full_script(&windows_settings(), []);
+        assert!(
+            text.contains(
+                "add rule ip tandem-test nat-prerouting iifname \"tdmewin\" jump services"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "add rule ip tandem-test services ip daddr 10.244.1.1 th dport 30000-32767 drop"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("nat-output"), "{text}");
+        assert!(!text.contains("filter-forward"), "{text}");
+        let linux = full_script(&settings(), []);
+        assert!(!linux.contains("iifname"));
+        assert!(linux.contains("nat-output"));
     }
 }

@@ -45,7 +45,9 @@ fn settings() -> Settings {
         node_name: "n1".into(),
         cluster_cidr: Cidr::parse("10.244.0.0/16").unwrap(),
         node_pod_cidr: Cidr::parse("10.244.0.0/24"),
+        emulated_pod_cidrs: Vec::new(),
         service_cidr: Cidr::parse("10.96.0.0/12").unwrap(),
+        windows: None,
     }
 }
 

@@ -192,6 +192,7 @@ fn proxy_config(table: &str, netns: &PrivateNetns) -> anyhow::Result<ProxyConfig
         service_cidr: Cidr::parse("10.96.0.0/12").context("service CIDR")?,
         bridge: None,
         netns: netns.path(),
+        windows: None,
     })
 }
 

@@ -105,6 +105,8 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
     );
     let mut containerds = Vec::new();
     let mut networks = Vec::new();
+    let mut emulated_networks = Vec::new();
+    let mut windows_proxies = Vec::new();
     if let Some(up) = &up {
         println!("  nodes:");
         let images_dir = up
@@ -196,6 +198,15 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
                     }
                 }
             }
+            if runtime.is_none() && up.emulated_pod_network == crate::Toggle::On {
+                let (line, proxy) =
+                    start_emulated_network(&mut node, &args, up, &networks, client.clone()).await;
+                what.push_str(&line);
+                if let Some(net) = &node.pod_network {
+                    emulated_networks.push(net.clone());
+                }
+                windows_proxies.extend(proxy);
+            }
             println!(
                 "    {:<18} {}{} — {what}",
                 node.name,
@@ -233,6 +244,12 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
     for network in networks {
         network.shutdown().await;
     }
+    for proxy in windows_proxies {
+        proxy.shutdown().await;
+    }
+    for network in emulated_networks {
+        network.shutdown().await;
+    }
     for cri in &containerds {
         if let Err(e) = cri.containerd.shutdown(true).await {
             eprintln!("tandem: containerd shutdown: {e}");
@@ -240,6 +257,90 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
     }
     drop(server);
     Ok(())
+}
+
+/// Puts an emulated node's pods on the network (a bridge of its own; see
+/// `tandem_agent::podnet`): the node's address becomes its bridge's, and its pods use the cluster
+/// DNS when the machine runs one. Returns what `tandem up` prints about it.
+async fn start_emulated_network(
+    node: &mut NodeConfig,
+    args: &ServerArgs,
+    up: &UpArgs,
+    networks: &[crate::node_network::NodeNetwork],
+    client: kube::Client,
+) -> (String, Option<tandem_proxy::ServiceProxy>) {
+    let Some(pod_cidr) = node.pod_cidr.clone() else {
+        return (
+            "; pods not reachable: the node has no pod CIDR".to_string(),
+            None,
+        );
+    };
+    let spec = tandem_agent::podnet::NetworkSpec {
+        node_name: node.name.clone(),
+        pod_cidr,
+        cluster_cidr: Some(up.cluster_cidr.clone()),
+        windows: node.os == tandem_agent::NodeOs::Windows,
+    };
+    match tandem_agent::podnet::EmulatedNetwork::start(&spec).await {
+        Ok(net) => {
+            node.internal_ip = std::net::IpAddr::V4(net.gateway());
+            if let Some(dns) = networks.iter().find_map(|n| n.dns_ip()) {
+                node.cluster_dns = vec![std::net::IpAddr::V4(dns)];
+            }
+            node.cluster_domain = up.cluster_domain.clone();
+            let mut line = format!(
+                "; pods reachable on bridge {} (node address {}), ports answered by emulated stand-ins",
+                net.bridge(),
+                net.gateway()
+            );
+            let mut proxy = None;
+            if spec.windows && networks.iter().any(|n| n.proxy.is_some()) {
+                match start_windows_proxy(client, args, up, node, &net).await {
+                    Ok(p) => {
+                        line.push_str(&format!(
+                            "; Windows data plane emulated in nftables table ip tandem-{}",
+                            net.bridge()
+                        ));
+                        proxy = Some(p);
+                    }
+                    Err(e) => line.push_str(&format!(
+                        "; the Windows data plane is not emulated ({e:#}): its pods' Service traffic follows Linux rules"
+                    )),
+                }
+            }
+            node.pod_network = Some(net);
+            (line, proxy)
+        }
+        Err(e) => (format!("; pods not reachable: {e}"), None),
+    }
+}
+
+/// The service proxy of an emulated Windows node: its pods' Service traffic with the limits of
+/// a Windows node's data plane (see `tandem_proxy::rules::WindowsDataPlane`).
+async fn start_windows_proxy(
+    client: kube::Client,
+    args: &ServerArgs,
+    up: &UpArgs,
+    node: &NodeConfig,
+    net: &tandem_agent::podnet::EmulatedNetwork,
+) -> anyhow::Result<tandem_proxy::ServiceProxy> {
+    use tandem_proxy::rules::{Cidr, WindowsDataPlane};
+    let cidr =
+        |what: &str, s: &str| Cidr::parse(s).with_context(|| format!("invalid {what} {s:?}"));
+    let config = tandem_proxy::ProxyConfig {
+        table: format!("tandem-{}", net.bridge()),
+        node_name: node.name.clone(),
+        cluster_cidr: cidr("cluster CIDR", &up.cluster_cidr)?,
+        node_pod_cidr: None,
+        service_cidr: cidr("service CIDR", &args.service_cidr)?,
+        bridge: None,
+        netns: None,
+        windows: Some(WindowsDataPlane {
+            interface: net.bridge().to_string(),
+            node_address: net.gateway(),
+        }),
+    };
+    Ok(tandem_proxy::ServiceProxy::start(client, config).await?)
 }
 
 /// Starts the service proxy and cluster DNS beside `tandem up`'s node on real containers, serves

@@ -108,6 +108,17 @@ pub struct UpArgs {
     /// `IP[:PORT],…`; default: the nameservers of this host's /etc/resolv.conf.
     #[arg(long)]
     pub dns_upstream: Option<String>,
+    /// Whether pods of emulated nodes get a network namespace with a reachable address and a
+    /// stand-in answering their ports (needs root; without it they stay unreachable).
+    #[arg(long, value_enum, default_value_t = Toggle::On)]
+    pub emulated_pod_network: Toggle,
+}
+
+/// `on` or `off`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Toggle {
+    On,
+    Off,
 }
 
 /// `tandem up --linux-runtime`.

@@ -33,6 +33,8 @@ pub struct NodeNetwork {
     pub dns: Option<tandem_dns::DnsServer>,
     /// One line per component for the start-up banner.
     pub summary: Vec<String>,
+    /// The cluster DNS Service's address, when the DNS server runs.
+    cluster_dns: Ipv4Addr,
 }
 
 impl NodeNetwork {
@@ -87,7 +89,13 @@ impl NodeNetwork {
             proxy,
             dns,
             summary,
+            cluster_dns: s.cluster_dns,
         }
+    }
+
+    /// The cluster DNS Service's address, when this node runs the DNS server.
+    pub fn dns_ip(&self) -> Option<Ipv4Addr> {
+        self.dns.is_some().then_some(self.cluster_dns)
     }
 
     /// Stops both; the proxy deletes its table.
@@ -112,6 +120,7 @@ async fn start_proxy(client: kube::Client, s: &NetworkSettings) -> anyhow::Resul
         service_cidr: cidr("service CIDR", &s.service_cidr)?,
         bridge: Some(s.bridge.clone()),
         netns: None,
+        windows: None,
     };
     Ok(ServiceProxy::start(client, config).await?)
 }

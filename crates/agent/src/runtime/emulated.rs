@@ -32,7 +32,11 @@ use super::{
 };
 use crate::clock::Clock;
 use crate::config::NodeOs;
+use crate::podnet::EmulatedNetwork;
 use crate::windows::{self, OS_MISMATCH_MESSAGE, WindowsBuild};
+
+mod exec;
+mod network;
 
 /// The pause image every node has.
 pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
@@ -49,6 +53,13 @@ pub struct EmulatedConfig {
     pub stages: StageFile,
     /// Directory for `emulated-runtime.json`; `None` keeps state in memory only.
     pub state_dir: Option<PathBuf>,
+    /// The node's name, as stand-ins and exec sessions name it.
+    pub node_name: String,
+    /// The node's pod network: when set, every sandbox with an address gets a network
+    /// namespace on it and running containers' ports are answered by a stand-in.
+    pub network: Option<Arc<EmulatedNetwork>>,
+    /// The node's DNS settings, for the resolver of exec sessions.
+    pub dns: crate::dns_config::NodeDns,
 }
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -58,6 +69,9 @@ struct Record {
     /// When a stop was requested and the grace it was given.
     #[serde(default)]
     stop: Option<(u64, u64)>,
+    /// What the container's network stand-in answers and probes check.
+    #[serde(default)]
+    net: network::ContainerNet,
 }
 
 #[derive(Default, serde::Serialize, serde::Deserialize)]
@@ -66,6 +80,9 @@ struct State {
     containers: BTreeMap<String, Record>,
     images: BTreeMap<String, ImageInfo>,
     next_id: u64,
+    /// Per sandbox: its hostname and resolver settings, for exec sessions.
+    #[serde(default)]
+    extras: BTreeMap<String, exec::SandboxExtra>,
 }
 
 /// The emulated backend. Cheap to share behind an `Arc`.
@@ -75,6 +92,8 @@ pub struct EmulatedRuntime {
     state: Mutex<State>,
     /// Serialises pulls, as the kubelet's default `serializeImagePulls: true` does.
     pull_lock: tokio::sync::Mutex<()>,
+    /// The streaming server of exec and port-forward sessions, started at the first one.
+    streaming: tokio::sync::OnceCell<crate::streaming::StreamingServer>,
 }
 
 fn hex_id(parts: &[&str]) -> String {
@@ -124,6 +143,7 @@ impl EmulatedRuntime {
             clock,
             state: Mutex::new(state),
             pull_lock: tokio::sync::Mutex::new(()),
+            streaming: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -181,6 +201,7 @@ impl EmulatedRuntime {
                 rec.info.state = state;
                 rec.info.finished_at = Some(at);
                 rec.info.next_change = None;
+                self.stop_standin(&rec.info);
                 true
             }
             Some(at) => {
@@ -329,15 +350,23 @@ impl Runtime for EmulatedRuntime {
                     ),
                 })?;
         }
+        let id = {
+            let mut state = self.lock();
+            if let Some(existing) = state
+                .sandboxes
+                .values()
+                .find(|s| s.pod_uid == config.pod_uid)
+            {
+                return Ok(existing.clone());
+            }
+            Self::new_id(&mut state, &["sandbox", &config.pod_uid])
+        };
+        self.attach_network(&id, config.ip.as_deref()).await?;
         let mut state = self.lock();
-        if let Some(existing) = state
-            .sandboxes
-            .values()
-            .find(|s| s.pod_uid == config.pod_uid)
-        {
-            return Ok(existing.clone());
-        }
-        let id = Self::new_id(&mut state, &["sandbox", &config.pod_uid]);
+        state.extras.insert(
+            id.clone(),
+            exec::SandboxExtra::of(&config.pod, &self.config.dns),
+        );
         let info = SandboxInfo {
             id: id.clone(),
             pod_uid: config.pod_uid.clone(),
@@ -353,8 +382,12 @@ impl Runtime for EmulatedRuntime {
     }
 
     async fn remove_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        if let Some(net) = &self.config.network {
+            net.detach(sandbox_id).await;
+        }
         let mut state = self.lock();
         state.sandboxes.remove(sandbox_id);
+        state.extras.remove(sandbox_id);
         state
             .containers
             .retain(|_, r| r.info.sandbox_id != sandbox_id);
@@ -497,6 +530,7 @@ impl Runtime for EmulatedRuntime {
                 info: info.clone(),
                 behaviour,
                 stop: None,
+                net: network::ContainerNet::of(container),
             },
         );
         self.save(&state)?;
@@ -513,14 +547,21 @@ impl Runtime for EmulatedRuntime {
             rec.behaviour.start_delay
         };
         tokio::time::sleep(delay).await;
-        let mut state = self.lock();
-        let rec = state
-            .containers
-            .get_mut(container_id)
-            .ok_or_else(|| RuntimeError::NotFound(container_id.to_string()))?;
-        rec.info.state = ContainerState::Running;
-        rec.info.started_at = Some(self.clock.now());
-        self.save(&state)
+        let (started, net) = {
+            let mut state = self.lock();
+            let rec = state
+                .containers
+                .get_mut(container_id)
+                .ok_or_else(|| RuntimeError::NotFound(container_id.to_string()))?;
+            rec.info.state = ContainerState::Running;
+            rec.info.started_at = Some(self.clock.now());
+            let started = rec.info.clone();
+            let net = rec.net.clone();
+            self.save(&state)?;
+            (started, net)
+        };
+        self.start_standin(&started, &net).await;
+        Ok(())
     }
 
     async fn stop_container(
@@ -601,6 +642,20 @@ impl Runtime for EmulatedRuntime {
     }
 
     async fn probe(&self, container_id: &str, kind: ProbeKind) -> ProbeResult {
+        let modelled = {
+            let state = self.lock();
+            state
+                .containers
+                .get(container_id)
+                .is_some_and(|rec| match kind {
+                    ProbeKind::Startup => rec.behaviour.startup.is_some(),
+                    ProbeKind::Liveness => rec.behaviour.liveness.is_some(),
+                    ProbeKind::Readiness => rec.behaviour.readiness.is_some(),
+                })
+        };
+        if !modelled && let Some(result) = self.probe_network(container_id, kind).await {
+            return result;
+        }
         let state = self.lock();
         let Some(rec) = state.containers.get(container_id) else {
             return ProbeResult::Failure(format!("container {container_id} not found"));
@@ -665,16 +720,17 @@ impl Runtime for EmulatedRuntime {
         }
     }
 
-    fn log_path(&self, _container_id: &str) -> Result<PathBuf, RuntimeError> {
-        Err(RuntimeError::Emulated("reading container logs"))
+    fn log_path(&self, container_id: &str) -> Result<PathBuf, RuntimeError> {
+        self.network_log_path(container_id)
+            .ok_or(RuntimeError::Emulated("reading container logs"))
     }
 
     async fn exec_url(
         &self,
-        _container_id: &str,
-        _req: &StreamRequest,
+        container_id: &str,
+        req: &StreamRequest,
     ) -> Result<String, RuntimeError> {
-        Err(RuntimeError::Emulated("exec"))
+        self.emulated_exec_url(container_id, req).await
     }
 
     async fn attach_url(
@@ -685,8 +741,8 @@ impl Runtime for EmulatedRuntime {
         Err(RuntimeError::Emulated("attach"))
     }
 
-    async fn port_forward_url(&self, _sandbox_id: &str) -> Result<String, RuntimeError> {
-        Err(RuntimeError::Emulated("port forwarding"))
+    async fn port_forward_url(&self, sandbox_id: &str) -> Result<String, RuntimeError> {
+        self.emulated_port_forward_url(sandbox_id).await
     }
 
     fn stats(&self) -> RuntimeStats {
@@ -722,6 +778,9 @@ mod tests {
                 preloaded_images: vec![],
                 stages: StageFile::default(),
                 state_dir: None,
+                node_name: "node".into(),
+                network: None,
+                dns: Default::default(),
             },
             Clock::new(),
         )
@@ -906,6 +965,9 @@ mod tests {
                     preloaded_images: vec![],
                     stages: StageFile::default(),
                     state_dir: Some(dir.path().to_path_buf()),
+                    node_name: "node".into(),
+                    network: None,
+                    dns: Default::default(),
                 },
                 Clock::new(),
             )

@@ -14,6 +14,7 @@
 pub mod behaviour;
 pub mod cri;
 pub mod emulated;
+pub mod prober;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -121,7 +121,15 @@ impl Server {
     /// Starts the whole cluster with `tandem up` (control plane and emulated nodes; the default
     /// nodes when `nodes` is `None`) and waits until the API is ready.
     pub fn start_up(nodes: Option<&str>) -> Server {
-        let mut args = vec!["up", "--linux-runtime", "emulated"];
+        // Pods of these clusters need no network of their own: parallel clusters on the default
+        // pod range would otherwise share bridges.
+        let mut args = vec![
+            "up",
+            "--linux-runtime",
+            "emulated",
+            "--emulated-pod-network",
+            "off",
+        ];
         if let Some(n) = nodes {
             args.extend(["--nodes", n]);
         }
