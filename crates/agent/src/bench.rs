@@ -57,7 +57,15 @@ pub struct NodesBenchOptions {
     /// One pod watch per agent (each kubelet's own `spec.nodeName` watch) instead of one
     /// [`SharedPodWatch`](crate::SharedPodWatch) for all of them.
     pub watch_per_node: bool,
+    /// Put the nodes' pods on the network ([`crate::podnet`]): each gets a namespace and an
+    /// address in [`NETWORKED_CLUSTER_CIDR`], and a stand-in on [`NETWORKED_PORT`].
+    pub networked: bool,
 }
+
+/// The pod range of a networked bench (node `i` gets the `i`-th /24).
+pub const NETWORKED_CLUSTER_CIDR: &str = "10.64.0.0/16";
+/// The port each networked bench pod declares (answered by its stand-in).
+pub const NETWORKED_PORT: u16 = 8080;
 
 /// The clients the bench uses. They can be clones of one client; separate ones keep the probe's
 /// and the bench's requests off the agents' connections, as separate processes would be.
@@ -136,6 +144,13 @@ pub struct BenchReport {
     pub peak_rss_bytes: Option<u64>,
     /// From the first Deployment to the last pod Running (or the timeout).
     pub wall: Duration,
+    /// Networked mode: the nodes' pod networks (kept, with the pods on them, for the caller to
+    /// measure traffic and shut down), the time each pod's network took to set up, and the
+    /// resident memory before the first pod and after the last.
+    pub networks: Vec<Arc<crate::podnet::EmulatedNetwork>>,
+    pub network_setup: Percentiles,
+    pub rss_before_pods: Option<u64>,
+    pub rss_after_pods: Option<u64>,
 }
 
 impl std::fmt::Display for BenchReport {
@@ -176,6 +191,23 @@ impl std::fmt::Display for BenchReport {
         writeln!(f, "  PATCH configmap:  {}", self.api_patch)?;
         if self.api_errors > 0 {
             writeln!(f, "  probe errors:     {}", self.api_errors)?;
+        }
+        if !self.networks.is_empty() {
+            writeln!(
+                f,
+                "pod network setup (namespace, veth pair, address, route): {}",
+                self.network_setup
+            )?;
+            if let (Some(before), Some(after)) = (self.rss_before_pods, self.rss_after_pods) {
+                let per_pod = after.saturating_sub(before) as f64 / self.pods_running.max(1) as f64;
+                writeln!(
+                    f,
+                    "RSS before the first pod {:.0} MiB, after the last {:.0} MiB: {:.1} KiB per running pod (control plane, agents, namespaces' sockets and stand-ins together)",
+                    before as f64 / (1024.0 * 1024.0),
+                    after as f64 / (1024.0 * 1024.0),
+                    per_pod / 1024.0
+                )?;
+            }
         }
         match self.peak_rss_bytes {
             Some(b) => write!(
@@ -311,6 +343,23 @@ pub async fn run_nodes_bench(clients: NodesBenchClients, opts: NodesBenchOptions
     for i in 0..opts.nodes {
         let mut c = NodeConfig::linux(&format!("bench-{i}"));
         c.pod_cidr = Some(format!("10.{}.{}.0/24", 64 + (i / 256) % 64, i % 256));
+        if opts.networked {
+            let spec = crate::podnet::NetworkSpec {
+                node_name: c.name.clone(),
+                pod_cidr: c.pod_cidr.clone().unwrap_or_default(),
+                cluster_cidr: Some(NETWORKED_CLUSTER_CIDR.to_string()),
+                windows: false,
+            };
+            match crate::podnet::EmulatedNetwork::start(&spec).await {
+                Ok(net) => {
+                    c.pod_network = Some(net.clone());
+                    report.networks.push(net);
+                }
+                Err(e) => {
+                    tracing::error!(node = %c.name, error = %e, "no pod network for a bench node")
+                }
+            }
+        }
         c.timing = Timing::default();
         c.streaming_port = None;
         let client = agent_client(i);
@@ -366,6 +415,7 @@ pub async fn run_nodes_bench(clients: NodesBenchClients, opts: NodesBenchOptions
         }
     });
 
+    report.rss_before_pods = rss_bytes();
     let start = Instant::now();
     let deadline = start + opts.timeout;
     let creator = tokio::spawn(create_deployments(
@@ -373,6 +423,7 @@ pub async fn run_nodes_bench(clients: NodesBenchClients, opts: NodesBenchOptions
         deployments,
         replicas,
         opts.pod_rate,
+        opts.networked,
     ));
     let mut progress = tokio::time::interval(Duration::from_secs(10));
     progress.tick().await;
@@ -399,6 +450,14 @@ pub async fn run_nodes_bench(clients: NodesBenchClients, opts: NodesBenchOptions
     }
     report.wall = start.elapsed();
     report.peak_rss_bytes = peak_rss_bytes();
+    report.rss_after_pods = rss_bytes();
+    report.network_setup = Percentiles::of(
+        report
+            .networks
+            .iter()
+            .flat_map(|n| n.setup_durations())
+            .collect(),
+    );
     creator.abort();
     probe.abort();
     watch.abort();
@@ -526,7 +585,13 @@ where
 }
 
 /// A Deployment of `replicas` pause containers (the image every node has, `IfNotPresent`).
-fn deployment(name: &str, replicas: usize) -> Option<Deployment> {
+fn deployment(name: &str, replicas: usize, networked: bool) -> Option<Deployment> {
+    let mut container = serde_json::json!({
+        "name": "pause", "image": PAUSE_IMAGE, "imagePullPolicy": "IfNotPresent"
+    });
+    if networked {
+        container["ports"] = serde_json::json!([{ "containerPort": NETWORKED_PORT }]);
+    }
     serde_json::from_value(serde_json::json!({
         "metadata": { "name": name },
         "spec": {
@@ -534,9 +599,7 @@ fn deployment(name: &str, replicas: usize) -> Option<Deployment> {
             "selector": { "matchLabels": { "app": name } },
             "template": {
                 "metadata": { "labels": { "app": name, "tandem.dev/bench": "nodes" } },
-                "spec": { "containers": [{
-                    "name": "pause", "image": PAUSE_IMAGE, "imagePullPolicy": "IfNotPresent"
-                }] }
+                "spec": { "containers": [container] }
             }
         }
     }))
@@ -545,7 +608,13 @@ fn deployment(name: &str, replicas: usize) -> Option<Deployment> {
 
 /// Creates `count` Deployments `bench-<i>`, one every `replicas / pod_rate` seconds (all at once
 /// when `pod_rate` is 0), retrying each until the API accepts it.
-async fn create_deployments(client: Client, count: usize, replicas: usize, pod_rate: f64) {
+async fn create_deployments(
+    client: Client,
+    count: usize,
+    replicas: usize,
+    pod_rate: f64,
+    networked: bool,
+) {
     let api: Api<Deployment> = Api::namespaced(client, NAMESPACE);
     let interval = (pod_rate > 0.0).then(|| Duration::from_secs_f64(replicas as f64 / pod_rate));
     let first = Instant::now();
@@ -556,7 +625,7 @@ async fn create_deployments(client: Client, count: usize, replicas: usize, pod_r
         }
         let api = api.clone();
         tasks.push(tokio::spawn(async move {
-            let Some(d) = deployment(&format!("bench-{i}"), replicas) else {
+            let Some(d) = deployment(&format!("bench-{i}"), replicas, networked) else {
                 return;
             };
             while let Err(e) = create_or_keep(&api, &d).await {
@@ -619,7 +688,7 @@ mod tests {
 
     #[test]
     fn bench_deployment_runs_the_preloaded_pause_image() {
-        let d = deployment("bench-3", 100).expect("deployment");
+        let d = deployment("bench-3", 100, false).expect("deployment");
         let spec = d.spec.expect("spec");
         assert_eq!(spec.replicas, Some(100));
         let c = &spec.template.spec.expect("pod spec").containers[0];

@@ -484,6 +484,7 @@ async fn bench_nodes_small_run_brings_every_deployment_pod_to_running() {
         pod_rate: 0.0,
         timeout: Duration::from_secs(90),
         watch_per_node: false,
+        networked: false,
     };
     let report = tandem_agent::bench::run_nodes_bench(clients, opts).await;
     println!("{report}");

@@ -80,6 +80,10 @@ pub struct NodesBench {
     /// shared by all the emulated nodes.
     #[arg(long)]
     watch_per_node: bool,
+    /// Put the pods on the network (needs root): each in a namespace of its own with an
+    /// address, answered by a stand-in; then measure HTTP requests/s through a ClusterIP.
+    #[arg(long)]
+    networked: bool,
 }
 
 #[derive(Args)]
@@ -183,10 +187,18 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                     pod_rate: b.pod_rate,
                     timeout: Duration::from_secs(b.timeout_secs),
                     watch_per_node: b.watch_per_node,
+                    networked: b.networked,
                 },
             )
             .await;
             println!("{report}");
+            if b.networked {
+                crate::bench_nodes_net::measure(
+                    crate::cluster::client_from(&kubeconfig).await?,
+                    &report,
+                )
+                .await?;
+            }
             Ok(())
         }
     }

@@ -2,6 +2,7 @@
 //! cluster in one process (`up`), offline manifest checks (`check`) and benchmarks (`bench`).
 
 mod bench;
+mod bench_nodes_net;
 mod bench_services;
 mod bench_startup;
 mod cluster;

@@ -45,19 +45,20 @@ fn controller_of(link: &LinkMessage) -> Option<u32> {
     })
 }
 
-/// The index of the link called `name`, if there is one.
+/// The index of the link called `name`, if there is one (one lookup by name, not a dump).
 pub async fn index_of(handle: &Handle, name: &str) -> Result<Option<u32>, LinkError> {
-    let links: Vec<LinkMessage> = handle
+    let found: Result<Vec<LinkMessage>, _> = handle
         .link()
         .get()
+        .match_name(name.to_string())
         .execute()
         .try_collect()
-        .await
-        .map_err(failed("cannot list network links"))?;
-    Ok(links
-        .iter()
-        .find(|l| name_of(l) == Some(name))
-        .map(|l| l.header.index))
+        .await;
+    match found {
+        Ok(links) => Ok(links.first().map(|l| l.header.index)),
+        Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -19 => Ok(None), // ENODEV
+        Err(e) => Err(failed(format!("cannot look up link {name}"))(e)),
+    }
 }
 
 /// Deletes a link by index; a link already gone is not an error.
@@ -174,7 +175,8 @@ pub async fn ensure_bridge(
 }
 
 /// Creates the veth pair of one pod: `host_name` on the bridge (up, hairpin on so a pod can
-/// reach itself through a Service) and `eth0` inside `ns`. Returns the host end's index.
+/// reach itself through a Service) and `eth0` inside `ns`, in one request. A link of the same
+/// name left by an earlier attempt is replaced. Returns the host end's index.
 pub async fn add_pod_veth(
     handle: &Handle,
     host_name: &str,
@@ -182,37 +184,38 @@ pub async fn add_pod_veth(
     bridge_index: u32,
 ) -> Result<u32, LinkError> {
     use std::os::fd::AsRawFd;
-    let peer = LinkMessageBuilder::<LinkUnspec>::new()
-        .name("eth0".to_string())
-        .setns_by_fd(ns.as_fd().as_raw_fd())
-        .build();
-    let msg = LinkMessageBuilder::<LinkUnspec>::new_with_info_kind(InfoKind::Veth)
-        .name(host_name.to_string())
-        .set_info_data(InfoData::Veth(InfoVeth::Peer(peer)))
-        .build();
-    handle
-        .link()
-        .add(msg)
-        .execute()
-        .await
-        .map_err(failed(format!("cannot create veth pair {host_name}")))?;
+    let create = || {
+        let peer = LinkMessageBuilder::<LinkUnspec>::new()
+            .name("eth0".to_string())
+            .setns_by_fd(ns.as_fd().as_raw_fd())
+            .build();
+        let msg = LinkMessageBuilder::<LinkUnspec>::new_with_info_kind(InfoKind::Veth)
+            .name(host_name.to_string())
+            .controller(bridge_index)
+            .up()
+            .set_info_data(InfoData::Veth(InfoVeth::Peer(peer)))
+            .build();
+        handle.link().add(msg).execute()
+    };
+    match create().await {
+        Ok(()) => {}
+        Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -17 => {
+            // EEXIST: a veth of an interrupted attempt.
+            if let Some(old) = index_of(handle, host_name).await? {
+                delete(handle, old).await?;
+            }
+            create()
+                .await
+                .map_err(failed(format!("cannot create veth pair {host_name}")))?;
+        }
+        Err(e) => return Err(failed(format!("cannot create veth pair {host_name}"))(e)),
+    }
     let index = index_of(handle, host_name)
         .await?
         .ok_or_else(|| LinkError {
             what: format!("veth {host_name} vanished after it was created"),
             source: rtnetlink::Error::RequestFailed,
         })?;
-    handle
-        .link()
-        .set(
-            LinkUnspec::new_with_index(index)
-                .controller(bridge_index)
-                .up()
-                .build(),
-        )
-        .execute()
-        .await
-        .map_err(failed(format!("cannot attach {host_name} to the bridge")))?;
     handle
         .link()
         .set_port(LinkBridgePort::new(index).hairpin(true).build())
@@ -230,6 +233,7 @@ pub async fn configure_pod_side(
     prefix: u8,
     gateway: Ipv4Addr,
 ) -> Result<Option<String>, LinkError> {
+    // A new namespace has only `lo` (index 1) and the `eth0` just moved in.
     let links: Vec<LinkMessage> = pod
         .link()
         .get()

@@ -125,7 +125,13 @@ pub struct EmulatedNetwork {
     cluster_cidr: Net,
     windows: bool,
     pods: Mutex<HashMap<String, Arc<PodNet>>>,
+    /// How long each of the last [`SETUP_SAMPLES`] attachments took (namespace, veth pair,
+    /// address and route), for benchmarks.
+    setup: Mutex<std::collections::VecDeque<Duration>>,
 }
+
+/// How many attachment durations an [`EmulatedNetwork`] keeps.
+pub const SETUP_SAMPLES: usize = 100_000;
 
 impl std::fmt::Debug for EmulatedNetwork {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -197,6 +203,7 @@ impl EmulatedNetwork {
             cluster_cidr,
             windows: spec.windows,
             pods: Mutex::new(HashMap::new()),
+            setup: Mutex::new(std::collections::VecDeque::new()),
         }))
     }
 
@@ -229,6 +236,14 @@ impl EmulatedNetwork {
         self.lock().get(sandbox_id).cloned()
     }
 
+    /// How long the last attachments took (see [`SETUP_SAMPLES`]).
+    pub fn setup_durations(&self) -> Vec<Duration> {
+        match self.setup.lock() {
+            Ok(g) => g.iter().copied().collect(),
+            Err(p) => p.into_inner().iter().copied().collect(),
+        }
+    }
+
     /// How many pods are attached.
     pub fn pod_count(&self) -> usize {
         self.lock().len()
@@ -248,16 +263,13 @@ impl EmulatedNetwork {
                 source: io::Error::from(io::ErrorKind::InvalidInput),
             });
         }
+        let started = std::time::Instant::now();
         let ns = self
             .worker
             .create()
             .await
             .map_err(io_failed("cannot create the pod's network namespace"))?;
         let host_if = format!("{VETH_PREFIX}{}", short_hash(&[&self.bridge, sandbox_id]));
-        // A veth of the same name left by an earlier attempt is replaced.
-        if let Some(old) = links::index_of(&self.host, &host_if).await? {
-            links::delete(&self.host, old).await?;
-        }
         let host_index = links::add_pod_veth(&self.host, &host_if, &ns, self.bridge_index).await?;
         let configured = async {
             let (conn, pod_handle, _) = self
@@ -298,6 +310,14 @@ impl EmulatedNetwork {
             standins: Mutex::new(HashMap::new()),
         });
         self.lock().insert(sandbox_id.to_string(), pod.clone());
+        let mut setup = match self.setup.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if setup.len() >= SETUP_SAMPLES {
+            setup.pop_front();
+        }
+        setup.push_back(started.elapsed());
         Ok(pod)
     }
 
