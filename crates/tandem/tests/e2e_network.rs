@@ -33,6 +33,10 @@ fn start(cluster_cidr: &str, service_cidr: &str) -> Server {
         service_cidr,
         "--dns-upstream",
         "none",
+        // The Windows node's pods stay off the network here: these tests check what the proxy
+        // does with endpoints it cannot reach (e2e_emulated_network covers them on it).
+        "--emulated-pod-network",
+        "off",
     ])
 }
 
