@@ -23,9 +23,50 @@ const LOAD_TIME: Duration = Duration::from_secs(10);
 const LOAD_REQUESTS: u64 = 2_000_000;
 const CLIENTS: usize = 32;
 
+/// The host's neighbour table thresholds (`gc_thresh1..3`).
+const NEIGH: [&str; 3] = [
+    "/proc/sys/net/ipv4/neigh/default/gc_thresh1",
+    "/proc/sys/net/ipv4/neigh/default/gc_thresh2",
+    "/proc/sys/net/ipv4/neigh/default/gc_thresh3",
+];
+
 /// Measures HTTP through a ClusterIP to the bench's pods, then removes the bench's networks.
+///
+/// The host talks to every pod directly (one neighbour entry each): with the kernel's default
+/// table (hard limit 1,024 entries) a thousand pods overflow it and connections fail. The
+/// thresholds are raised for the load when they are too small and put back afterwards, as a node
+/// with that many pods is configured.
 pub async fn measure(client: kube::Client, report: &BenchReport) -> anyhow::Result<()> {
+    let saved: Vec<Option<String>> = NEIGH
+        .iter()
+        .map(|p| std::fs::read_to_string(p).ok())
+        .collect();
+    let need = (report.pods_running as u64 + 512) * 2;
+    let hard: u64 = saved[2]
+        .as_deref()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let raised = hard < need;
+    if raised {
+        for (path, value) in NEIGH.iter().zip([need / 4, need / 2, need]) {
+            let _ = std::fs::write(path, value.to_string());
+        }
+        println!(
+            "neighbour table thresholds raised to {}/{}/{} for the load (was {}), restored after",
+            need / 4,
+            need / 2,
+            need,
+            hard
+        );
+    }
     let result = measure_inner(client, report).await;
+    if raised {
+        for (path, value) in NEIGH.iter().zip(&saved) {
+            if let Some(v) = value {
+                let _ = std::fs::write(path, v.trim());
+            }
+        }
+    }
     for net in &report.networks {
         net.shutdown().await;
     }

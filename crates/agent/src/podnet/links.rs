@@ -185,8 +185,11 @@ pub async fn add_pod_veth(
 ) -> Result<u32, LinkError> {
     use std::os::fd::AsRawFd;
     let create = || {
+        // In a new namespace `lo` is link 1: `eth0` is made link 2, so the pod side needs no
+        // lookup. (It cannot be made up here: a veth opens only once its peer exists.)
         let peer = LinkMessageBuilder::<LinkUnspec>::new()
             .name("eth0".to_string())
+            .index(POD_ETH0_INDEX)
             .setns_by_fd(ns.as_fd().as_raw_fd())
             .build();
         let msg = LinkMessageBuilder::<LinkUnspec>::new_with_info_kind(InfoKind::Veth)
@@ -225,24 +228,28 @@ pub async fn add_pod_veth(
     Ok(index)
 }
 
-/// Inside the pod's namespace (through a handle made there): `lo` and `eth0` up, the pod's
-/// address on `eth0`, the default route via the gateway. Returns `eth0`'s MAC address.
+/// The index of `eth0` in a pod's namespace (`lo` is 1).
+pub const POD_ETH0_INDEX: u32 = 2;
+const POD_LO_INDEX: u32 = 1;
+
+/// Inside the pod's namespace (through a handle made there): `lo` and `eth0` (made by
+/// [`add_pod_veth`]) up, the pod's address on `eth0`, the default route via the gateway. Returns `eth0`'s
+/// MAC address.
 pub async fn configure_pod_side(
     pod: &Handle,
     ip: Ipv4Addr,
     prefix: u8,
     gateway: Ipv4Addr,
 ) -> Result<Option<String>, LinkError> {
-    // A new namespace has only `lo` (index 1) and the `eth0` just moved in.
     let links: Vec<LinkMessage> = pod
         .link()
         .get()
+        .match_index(POD_ETH0_INDEX)
         .execute()
         .try_collect()
         .await
-        .map_err(failed("cannot list the pod's links"))?;
-    let find = |n: &str| links.iter().find(|l| name_of(l) == Some(n));
-    let eth0 = find("eth0").ok_or_else(|| LinkError {
+        .map_err(failed("cannot find eth0 in the pod's namespace"))?;
+    let eth0 = links.first().ok_or_else(|| LinkError {
         what: "eth0 is missing in the pod's namespace".into(),
         source: rtnetlink::Error::RequestFailed,
     })?;
@@ -256,13 +263,11 @@ pub async fn configure_pod_side(
         _ => None,
     });
     let eth0 = eth0.header.index;
-    if let Some(lo) = find("lo") {
-        pod.link()
-            .set(LinkUnspec::new_with_index(lo.header.index).up().build())
-            .execute()
-            .await
-            .map_err(failed("cannot bring lo up in the pod"))?;
-    }
+    pod.link()
+        .set(LinkUnspec::new_with_index(POD_LO_INDEX).up().build())
+        .execute()
+        .await
+        .map_err(failed("cannot bring lo up in the pod"))?;
     pod.address()
         .add(eth0, IpAddr::V4(ip), prefix)
         .execute()

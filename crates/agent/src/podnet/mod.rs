@@ -269,8 +269,10 @@ impl EmulatedNetwork {
             .create()
             .await
             .map_err(io_failed("cannot create the pod's network namespace"))?;
+        let t_ns = started.elapsed();
         let host_if = format!("{VETH_PREFIX}{}", short_hash(&[&self.bridge, sandbox_id]));
         let host_index = links::add_pod_veth(&self.host, &host_if, &ns, self.bridge_index).await?;
+        let t_veth = started.elapsed();
         let configured = async {
             let (conn, pod_handle, _) = self
                 .worker
@@ -289,6 +291,12 @@ impl EmulatedNetwork {
             Ok::<_, PodNetError>(mac?)
         }
         .await;
+        tracing::debug!(
+            ns_ms = t_ns.as_secs_f64() * 1e3,
+            veth_ms = (t_veth - t_ns).as_secs_f64() * 1e3,
+            pod_side_ms = (started.elapsed() - t_veth).as_secs_f64() * 1e3,
+            "pod network attached"
+        );
         let mac = match configured {
             Ok(mac) => mac,
             Err(e) => {

@@ -109,6 +109,9 @@ impl NsWorker {
     pub async fn create(&self) -> io::Result<Arc<NetNs>> {
         self.submit(|host| {
             unshare(CloneFlags::CLONE_NEWNET).map_err(errno)?;
+            // Pods here are IPv4 only: links made in this namespace start without IPv6, which
+            // spares each veth the kernel's address autoconfiguration.
+            let _ = std::fs::write("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1");
             let made = NetNs::current();
             setns(host.as_fd(), CloneFlags::CLONE_NEWNET).map_err(errno)?;
             Ok(Arc::new(made?))
