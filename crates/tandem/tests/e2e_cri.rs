@@ -207,7 +207,8 @@ fn web_deployment_serves_from_real_pods_with_exec_logs_and_port_forward() {
     assert!(body.contains("served by tandem"));
     drop(pf);
 
-    // Emulated nodes say plainly that there is nothing to exec into.
+    // Exec into an emulated node's pod runs the emulated command set, labelled as such; what it
+    // does not emulate fails and says so.
     let win = r#"
 apiVersion: v1
 kind: Pod
@@ -219,8 +220,19 @@ spec:
 "#;
     s.kubectl_stdin(&["apply", "-f", "-"], win).ok();
     wait_running(&s, "win");
-    let refused = s.kubectl(&["exec", "win", "--", "cmd"]);
-    assert!(refused.err().contains("emulated"), "{}", refused.combined());
+    let hostname = s.kubectl(&["exec", "win", "--", "cmd", "/c", "hostname"]);
+    assert_eq!(hostname.ok().trim(), "win", "{}", hostname.combined());
+    assert!(
+        hostname.stderr.contains("emulated by tandem"),
+        "{}",
+        hostname.combined()
+    );
+    let refused = s.kubectl(&["exec", "win", "--", "iisreset"]);
+    assert!(
+        refused.err().contains("not emulated"),
+        "{}",
+        refused.combined()
+    );
 }
 
 #[test]

@@ -450,3 +450,54 @@ spec:
         );
     }
 }
+
+#[test]
+fn pods_of_an_emulated_linux_node_answer_with_linux_semantics() {
+    let s = Server::start_up_with(&[
+        "--linux-runtime",
+        "cri",
+        "--nodes",
+        "linux=2",
+        "--cluster-cidr",
+        "10.248.0.0/16",
+        "--service-cidr",
+        "10.128.0.0/16",
+        "--dns-upstream",
+        "none",
+    ]);
+    s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: emu}
+spec:
+  nodeSelector: {kubernetes.io/hostname: linux-2}
+  containers:
+  - name: app
+    image: tandem.local/busybox:1
+    ports: [{containerPort: 8080}, {containerPort: 5353, protocol: UDP}]
+    readinessProbe:
+      tcpSocket: {port: 8080}
+      periodSeconds: 1
+"#,
+    )
+    .ok();
+    let ip = s.eventually("the emulated Linux pod is Ready", LONG, || {
+        let p = s.get_json(&["pod", "emu"])?;
+        let ready = p["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        ready.then(|| p["status"]["podIP"].as_str().map(str::to_string))?
+    });
+    let answer = http_get(&format!("{ip}:8080")).expect("the stand-in answers");
+    assert!(answer.contains("emulated by tandem"), "{answer}");
+    assert!(!answer.contains("Windows build"), "{answer}");
+    // Linux resolver semantics: a partly qualified name resolves through the search list.
+    let lookup = exec(&s, "emu", &["nslookup", "kubernetes.default"]);
+    assert!(lookup.success(), "{}", lookup.combined());
+    assert!(lookup.stdout.contains("10.128.0.1"), "{}", lookup.stdout);
+    let unknown = exec(&s, "emu", &["vi"]);
+    assert_eq!(unknown.status.code(), Some(127), "{}", unknown.combined());
+}
