@@ -389,20 +389,14 @@ impl Runner {
         }
         let t = format!("ip {}", self.settings.table);
         let script;
-        let mut hairpin = if full {
-            BTreeMap::new()
-        } else {
-            self.hairpin.clone()
-        };
+        let mut hairpin;
         if full {
             let contributions: Vec<&Contribution> = next.iter().map(|(_, c)| c).collect();
-            script = rules::full_script(&self.settings, contributions);
-            for (_, c) in &next {
-                for ip in &c.hairpin {
-                    *hairpin.entry(*ip).or_default() += 1;
-                }
-            }
+            let table = rules::full_script(&self.settings, contributions);
+            script = table.script;
+            hairpin = table.hairpin;
         } else {
+            hairpin = self.hairpin.clone();
             let mut s = Script::default();
             let empty = Contribution::default();
             for (key, c) in &next {

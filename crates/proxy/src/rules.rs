@@ -367,12 +367,20 @@ const LINUX_HOOKS: [(&str, &str, &str, &str, &str); 6] = [
     ),
 ];
 
+/// A whole table's script and how many Services use each hairpin address in it (what later
+/// partial syncs start from).
+#[derive(Debug, Default)]
+pub struct FullTable {
+    pub script: String,
+    pub hairpin: BTreeMap<Ipv4Addr, usize>,
+}
+
 /// The whole table: created from nothing (an old table of the same name is deleted in the same
 /// transaction, so there is never a moment without rules), with every contribution.
 pub fn full_script<'a>(
     settings: &Settings,
     contributions: impl IntoIterator<Item = &'a Contribution>,
-) -> String {
+) -> FullTable {
     let t = format!("ip {}", settings.table);
     let mut s = String::new();
     let _ = writeln!(s, "add table {t}");
@@ -482,7 +490,7 @@ pub fn full_script<'a>(
         body.diff(&t, &empty, c, &mut hairpin);
     }
     s.push_str(&body.finish(&t, &BTreeMap::new(), &hairpin));
-    s
+    FullTable { script: s, hairpin }
 }
 
 /// The lines of one transaction, by phase, so that across Services every chain exists before
@@ -892,7 +900,7 @@ mod tests {
             &[web(vec![ep([10, 244, 0, 5], "linux-1", true)])],
             &|_| true,
         );
-        let text = full_script(&s, [&c]);
+        let text = full_script(&s, [&c]).script;
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             &lines[..3],
@@ -954,7 +962,7 @@ mod tests {
 
     #[test]
     fn a_windows_node_table_sees_only_its_pods_and_drops_node_ports_to_itself() {
-        let text = full_script(&windows_settings(), []);
+        let text = full_script(&windows_settings(), []).script;
         assert!(
             text.contains(
                 "add rule ip tandem-test nat-prerouting iifname \"tdmewin\" jump services"
@@ -969,8 +977,38 @@ mod tests {
         );
         assert!(!text.contains("nat-output"), "{text}");
         assert!(!text.contains("filter-forward"), "{text}");
-        let linux = full_script(&settings(), []);
+        let linux = full_script(&settings(), []).script;
         assert!(!linux.contains("iifname"));
         assert!(linux.contains("nat-output"));
+    }
+
+    #[test]
+    fn a_full_table_counts_the_services_using_each_hairpin_address() {
+        let a = contribution(
+            &settings(),
+            &[web(vec![ep([10, 244, 0, 5], "linux-1", true)])],
+            &|_| true,
+        );
+        let mut other = web(vec![
+            ep([10, 244, 0, 5], "linux-1", true),
+            ep([10, 244, 0, 6], "linux-1", true),
+        ]);
+        other.name = "other".into();
+        let b = contribution(&settings(), &[other], &|_| true);
+        let table = full_script(&settings(), [&a, &b]);
+        assert_eq!(
+            table.hairpin,
+            BTreeMap::from([
+                (Ipv4Addr::new(10, 244, 0, 5), 2),
+                (Ipv4Addr::new(10, 244, 0, 6), 1)
+            ])
+        );
+        // Each address is added to the set once, however many Services use it.
+        assert_eq!(
+            table.script.matches("10.244.0.5 . 10.244.0.5").count(),
+            1,
+            "{}",
+            table.script
+        );
     }
 }

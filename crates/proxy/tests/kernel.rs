@@ -98,7 +98,7 @@ async fn generated_tables_and_changes_are_accepted_by_the_kernel() {
         &reach,
     );
     let empty = rules::contribution(&s, &[port("empty", &[], false)], &reach);
-    nft.apply(&rules::full_script(&s, [&v1, &empty]))
+    nft.apply(&rules::full_script(&s, [&v1, &empty]).script)
         .await
         .unwrap();
     let listing = nft.list_table(&s.table).await.unwrap();
