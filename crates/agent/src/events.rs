@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Event, ObjectReference, Pod, PodStatus};
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 
@@ -174,39 +174,25 @@ impl EventWriter {
                 return;
             }
         }
-        let (secs, micros) = tandem_core::time::unix(now);
-        let name = format!(
-            "{}.{:x}{:05x}",
-            pod_name.as_deref().unwrap_or("pod"),
-            secs,
-            micros
-        );
-        let mut ev = Event {
-            involved_object: ObjectReference {
+        let ev = tandem_core::events::event(tandem_core::events::EventSpec {
+            involved: ObjectReference {
                 api_version: Some("v1".into()),
                 kind: Some("Pod".into()),
                 name: pod_name,
-                namespace: Some(ns.clone()),
+                namespace: Some(ns),
                 uid: Some(uid),
                 field_path: field_path.map(str::to_string),
                 resource_version: None,
             },
-            reason: Some(reason.to_string()),
-            message: Some(message.to_string()),
-            type_: Some(type_.as_str().to_string()),
-            source: Some(EventSource {
-                component: Some("kubelet".into()),
-                host: Some(self.node.clone()),
-            }),
-            reporting_component: Some("kubelet".into()),
-            reporting_instance: Some(self.node.clone()),
-            first_timestamp: Some(clock::time(now)),
-            last_timestamp: Some(clock::time(now)),
-            count: Some(1),
-            ..Event::default()
-        };
-        ev.metadata.name = Some(name.clone());
-        ev.metadata.namespace = Some(ns);
+            type_,
+            reason,
+            message,
+            component: "kubelet",
+            host: Some(&self.node),
+            action: None,
+            at: now,
+        });
+        let name = ev.metadata.name.clone().unwrap_or_default();
         match api.create(&PostParams::default(), &ev).await {
             Ok(_) => {
                 let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());

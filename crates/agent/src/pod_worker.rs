@@ -41,21 +41,8 @@ pub const BACKOFF_INITIAL: Duration = Duration::from_secs(10);
 /// Upstream's maximum container restart back-off.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
 
-/// Event type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventType {
-    Normal,
-    Warning,
-}
-
-impl EventType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Normal => "Normal",
-            EventType::Warning => "Warning",
-        }
-    }
-}
+/// `Normal` or `Warning`: the event types (one definition, in core).
+pub use tandem_core::events::EventType;
 
 /// A failure to talk to the API about a pod.
 #[derive(Debug, thiserror::Error)]

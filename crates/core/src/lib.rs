@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod defaults;
+pub mod events;
 pub mod field;
 pub mod node_selector;
 pub mod openapi;

@@ -515,27 +515,27 @@ impl Runner {
     fn warn(&self, key: (String, String), reason: &'static str, message: String) {
         let client = self.client.clone();
         let node = self.settings.node_name.clone();
+        let (namespace, name) = key;
+        let event = tandem_core::events::event(tandem_core::events::EventSpec {
+            involved: k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Service".into()),
+                namespace: Some(namespace.clone()),
+                name: Some(name),
+                ..Default::default()
+            },
+            type_: tandem_core::events::EventType::Warning,
+            reason,
+            message: &message,
+            component: "tandem-proxy",
+            host: Some(&node),
+            action: None,
+            at: std::time::SystemTime::now(),
+        });
         tokio::spawn(async move {
-            let (namespace, name) = key;
-            let now = tandem_core::time::now_rfc3339();
-            let event: Result<Event, _> = serde_json::from_value(serde_json::json!({
-                "metadata": {"generateName": format!("{name}.")},
-                "involvedObject": {"kind": "Service", "apiVersion": "v1",
-                                   "namespace": namespace, "name": name},
-                "reason": reason,
-                "message": message,
-                "type": "Warning",
-                "source": {"component": "tandem-proxy", "host": node},
-                "reportingComponent": "tandem-proxy",
-                "reportingInstance": node,
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "count": 1,
-            }));
-            if let Ok(event) = event
-                && let Err(e) = Api::<Event>::namespaced(client, &namespace)
-                    .create(&PostParams::default(), &event)
-                    .await
+            if let Err(e) = Api::<Event>::namespaced(client, &namespace)
+                .create(&PostParams::default(), &event)
+                .await
             {
                 tracing::debug!(error = %e, "cannot record the service proxy's event");
             }

@@ -675,8 +675,6 @@ async fn bind(
     });
 }
 
-static EVENT_SEQ: AtomicU64 = AtomicU64::new(0);
-
 /// Writes queued events, `concurrency` at a time (upstream's broadcaster writes one at a time).
 /// Writes queued events, reported as from `component` (the scheduler's name, as each upstream
 /// profile's event recorder reports its own).
@@ -713,36 +711,28 @@ async fn write_event(
 ) -> Result<(), kube::Error> {
     let pod = &req.pod;
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
-    let now = tandem_core::time::now_rfc3339();
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let seq = EVENT_SEQ.fetch_add(1, Ordering::Relaxed);
-    let event = json!({
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": format!("{pod_name}.{:x}", stamp.wrapping_add(seq)), "namespace": ns},
-        "involvedObject": {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "namespace": ns,
-            "name": pod_name,
-            "uid": pod.metadata.uid,
-            "resourceVersion": pod.metadata.resource_version,
+    let event = tandem_core::events::event(tandem_core::events::EventSpec {
+        involved: k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(ns.to_string()),
+            name: pod.metadata.name.clone(),
+            uid: pod.metadata.uid.clone(),
+            resource_version: pod.metadata.resource_version.clone(),
+            field_path: None,
         },
-        "reason": req.reason,
-        "message": req.message,
-        "type": req.type_,
-        "action": req.action,
-        "source": {"component": component},
-        "reportingComponent": component,
-        "reportingInstance": component,
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
+        type_: if req.type_ == "Warning" {
+            tandem_core::events::EventType::Warning
+        } else {
+            tandem_core::events::EventType::Normal
+        },
+        reason: req.reason,
+        message: &req.message,
+        component,
+        host: None,
+        action: Some(req.action),
+        at: std::time::SystemTime::now(),
     });
-    let event: Event = serde_json::from_value(event).map_err(kube::Error::SerdeError)?;
     Api::<Event>::namespaced(client, ns)
         .create(&PostParams::default(), &event)
         .await
