@@ -15,7 +15,9 @@ use anyhow::Context;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, PostParams};
 use tandem_agent::bench::{BenchReport, NAMESPACE, NETWORKED_CLUSTER_CIDR, NETWORKED_PORT};
-use tandem_proxy::{Cidr, ProxyConfig, ServiceProxy};
+use tandem_proxy::{ProxyConfig, ServiceProxy};
+
+use crate::node_network::cidr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How long the load runs, at most, and how many requests it sends, at most.
@@ -74,15 +76,14 @@ pub async fn measure(client: kube::Client, report: &BenchReport) -> anyhow::Resu
 }
 
 async fn measure_inner(client: kube::Client, report: &BenchReport) -> anyhow::Result<()> {
-    let cidr = |s: &str| Cidr::parse(s).with_context(|| format!("invalid CIDR {s}"));
     let proxy = ServiceProxy::start(
         client.clone(),
         ProxyConfig {
             table: format!("tandem-bench-{}", std::process::id()),
             node_name: "bench-proxy".into(),
-            cluster_cidr: cidr(NETWORKED_CLUSTER_CIDR)?,
+            cluster_cidr: cidr("cluster CIDR", NETWORKED_CLUSTER_CIDR)?,
             node_pod_cidr: None,
-            service_cidr: cidr("10.96.0.0/12")?,
+            service_cidr: cidr("service CIDR", "10.96.0.0/12")?,
             bridge: None,
             netns: None,
             windows: None,

@@ -324,9 +324,8 @@ async fn start_windows_proxy(
     node: &NodeConfig,
     net: &tandem_agent::podnet::EmulatedNetwork,
 ) -> anyhow::Result<tandem_proxy::ServiceProxy> {
-    use tandem_proxy::rules::{Cidr, WindowsDataPlane};
-    let cidr =
-        |what: &str, s: &str| Cidr::parse(s).with_context(|| format!("invalid {what} {s:?}"));
+    use crate::node_network::cidr;
+    use tandem_proxy::rules::WindowsDataPlane;
     let config = tandem_proxy::ProxyConfig {
         table: format!("tandem-{}", net.bridge()),
         node_name: node.name.clone(),

@@ -107,7 +107,8 @@ impl NodeNetwork {
     }
 }
 
-fn cidr(what: &str, s: &str) -> anyhow::Result<Cidr> {
+/// Parses a CIDR flag or setting, naming it in the error.
+pub(crate) fn cidr(what: &str, s: &str) -> anyhow::Result<Cidr> {
     Cidr::parse(s).with_context(|| format!("invalid {what} {s:?}"))
 }
 
