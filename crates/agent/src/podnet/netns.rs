@@ -59,7 +59,7 @@ impl NsWorker {
             .name("tandem-netns".into())
             .spawn(move || {
                 let _entered = runtime.enter();
-                let host = match NetNs::current() {
+                let host = match NetNs::current().and_then(|h| Ok((namespace_id(&h)?, h))) {
                     Ok(h) => {
                         let _ = ready_tx.send(Ok(()));
                         h
@@ -69,13 +69,12 @@ impl NsWorker {
                         return;
                     }
                 };
+                let (host_id, host) = host;
                 while let Ok(job) = rx.recv() {
                     job(&host);
                     // A job that could not return to the host namespace poisons the thread:
                     // stop taking jobs rather than run one in the wrong namespace.
-                    let back = NetNs::current()
-                        .and_then(|now| same_namespace(&now, &host))
-                        .unwrap_or(false);
+                    let back = current_namespace_id().is_ok_and(|now| now == host_id);
                     if !back {
                         tracing::error!(
                             "the network namespace worker could not return to the host namespace; pod networking stops"
@@ -136,12 +135,18 @@ impl NsWorker {
     }
 }
 
-/// Whether two descriptors name the same namespace (same nsfs inode).
-fn same_namespace(a: &NetNs, b: &NetNs) -> io::Result<bool> {
+/// A namespace's identity: the device and inode of its nsfs file.
+fn namespace_id(ns: &NetNs) -> io::Result<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
-    let a = File::from(a.fd.try_clone()?).metadata()?;
-    let b = File::from(b.fd.try_clone()?).metadata()?;
-    Ok(a.ino() == b.ino() && a.dev() == b.dev())
+    let m = File::from(ns.fd.try_clone()?).metadata()?;
+    Ok((m.dev(), m.ino()))
+}
+
+/// The identity of the calling thread's namespace (`stat` follows the magic link).
+fn current_namespace_id() -> io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata("/proc/thread-self/ns/net")?;
+    Ok((m.dev(), m.ino()))
 }
 
 /// Whether this process may create network namespaces and links (effective root).
