@@ -40,6 +40,8 @@ pub enum AgentError {
     Register(#[source] kube::Error),
     #[error("the streaming server could not listen on the node address")]
     Streaming(#[source] std::io::Error),
+    #[error("the streaming server's TLS could not be set up")]
+    StreamingTls(#[from] server::TlsError),
     #[error("pod watch ended")]
     WatchEnded,
 }
@@ -117,18 +119,27 @@ async fn run_inner(
     feed: Option<PodFeed>,
 ) -> Result<(), AgentError> {
     config.validate()?;
-    let listener = match config.streaming_port {
-        Some(port) => {
+    let listener = match (config.streaming_port, &config.cluster_ca_pem) {
+        (Some(port), Some(ca)) => {
+            let tls = server::tls_config(ca, &config.name, &[config.internal_ip])?;
             let l = server::bind(SocketAddr::new(config.internal_ip, port))
                 .await
                 .map_err(AgentError::Streaming)?;
             config.kubelet_port = l.local_addr().map_err(AgentError::Streaming)?.port();
-            Some(l)
+            Some((l, tls))
         }
-        None => None,
+        (Some(_), None) => {
+            tracing::error!(
+                node = %config.name,
+                "no cluster CA to authenticate the API server with: the streaming server \
+                 (logs, exec, attach, port-forward) is not started"
+            );
+            None
+        }
+        (None, _) => None,
     };
     let node = register(&client, &config, runtime.as_ref(), clock).await?;
-    let streaming = listener.map(|l| tokio::spawn(server::serve(l, runtime.clone())));
+    let streaming = listener.map(|(l, tls)| tokio::spawn(server::serve(l, tls, runtime.clone())));
     if config.pod_cidr.is_none() {
         config.pod_cidr = node.spec.as_ref().and_then(|s| s.pod_cidr.clone());
     }

@@ -203,6 +203,32 @@ pub fn validate_windows_priority_class(value: &str) -> Result<(), ConfigError> {
     }
 }
 
+/// The CA certificates a kube client configuration trusts for the API server, as PEM: the
+/// `certificate-authority(-data)` of a kubeconfig, or the service account's `ca.crt` in a pod.
+/// In a tandem cluster that CA also signs the API server's client certificate, so this is what
+/// [`NodeConfig::cluster_ca_pem`] is normally set to. `None` when the configuration names no CA
+/// (or its file cannot be read).
+pub fn cluster_ca_pem(config: &kube::Config) -> Option<String> {
+    if let Some(ders) = config.root_cert.as_ref().filter(|d| !d.is_empty()) {
+        return Some(ders.iter().map(|der| certificate_pem(der)).collect());
+    }
+    let path = config.root_cert_file.as_ref()?;
+    std::fs::read_to_string(path).ok()
+}
+
+/// One DER certificate as a PEM block (base64 in lines of 64, RFC 7468).
+fn certificate_pem(der: &[u8]) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        pem.push_str(&String::from_utf8_lossy(line));
+        pem.push('\n');
+    }
+    pem.push_str("-----END CERTIFICATE-----\n");
+    pem
+}
+
 /// Heartbeat timing. Upstream defaults: Lease renewed every 10 s with a 40 s duration; node
 /// status computed every 10 s (`nodeStatusUpdateFrequency`) and posted when it changed or
 /// every 5 minutes (`nodeStatusReportFrequency`).
@@ -323,6 +349,12 @@ pub struct NodeConfig {
     pub streaming_port: Option<u16>,
     /// The port reported in `daemonEndpoints.kubeletEndpoint` (set from the bound server).
     pub kubelet_port: u16,
+    /// The cluster CA, PEM (the kubelet's `--client-ca-file`): the streaming server accepts only
+    /// client certificates it signed, and of those only the API server's (see
+    /// [`crate::server`]). Usually the CA of the agent's own kubeconfig ([`cluster_ca_pem`]).
+    /// `None`: the streaming server is not started (a line is logged) even with a
+    /// `streaming_port`, as it never serves unauthenticated.
+    pub cluster_ca_pem: Option<String>,
     /// `--cluster-dns`: the nameservers of `ClusterFirst` pods. Empty (the default) when the
     /// cluster runs no DNS service; such pods then get the node's resolv.conf, as `Default`
     /// ones do, and a `MissingClusterDNS` warning (see [`crate::dns_config`]).
@@ -368,6 +400,7 @@ impl NodeConfig {
             timing: Timing::default(),
             streaming_port: Some(0),
             kubelet_port: 10250,
+            cluster_ca_pem: None,
             cluster_dns: Vec::new(),
             cluster_domain: crate::dns_config::DEFAULT_CLUSTER_DOMAIN.to_string(),
             pod_network: None,
@@ -551,6 +584,24 @@ mod tests {
         let a = c.allocatable();
         assert_eq!(a.memory, 16 * GI - 100 * MI);
         assert_eq!(a.cpu_millis, 4000);
+    }
+
+    #[test]
+    fn the_cluster_ca_of_a_client_configuration_is_its_root_certificates_as_pem() {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+
+        let mut config = kube::Config::new("https://127.0.0.1:6443".parse().expect("url"));
+        assert_eq!(cluster_ca_pem(&config), None);
+        // Any DER will do: the PEM armour is what is checked. 200 bytes span several lines.
+        let ders = vec![vec![0x30; 200], vec![1, 2, 3]];
+        config.root_cert = Some(ders.clone());
+        let pem = cluster_ca_pem(&config).expect("PEM");
+        assert!(pem.lines().all(|l| l.len() <= 64), "{pem}");
+        let back: Vec<Vec<u8>> = CertificateDer::pem_slice_iter(pem.as_bytes())
+            .map(|c| c.expect("PEM block").to_vec())
+            .collect();
+        assert_eq!(back, ders);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 pub mod admission;
 pub mod agent;
 pub mod bench;
+pub mod bootstrap;
 pub mod clock;
 pub mod config;
 pub mod dns_config;

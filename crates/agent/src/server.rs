@@ -11,13 +11,30 @@
 //! the client's upgraded connection to it, so the SPDY or websocket protocol is spoken end to end
 //! between the client and containerd. Errors before an upgrade are JSON `Status` objects.
 //!
-//! Plain HTTP without authentication: the server binds to the node's own address, which `tandem
-//! up` puts on loopback. Serving it on a shared network needs TLS and authorisation first.
+//! TLS only, and only for the API server, as a kubelet started with `--client-ca-file` and
+//! webhook authorization serves kube-apiserver's `--kubelet-client-certificate`:
+//!
+//! - the serving certificate is self-signed by the agent at start for the node's name and
+//!   addresses (the kubelet's `GenerateSelfSignedCertKey` when it has no `--tls-cert-file`);
+//!   the API server does not verify it, as kube-apiserver without
+//!   `--kubelet-certificate-authority` does not;
+//! - a client certificate that chains to the cluster CA is required: a connection without one
+//!   fails its handshake (stricter than the kubelet, which would answer 401 to an anonymous
+//!   request);
+//! - each request is authorized for the certificate's subject CN. The kubelet asks the API server
+//!   (`SubjectAccessReview`) whether the user may `<verb> nodes/proxy`; here the policy is fixed:
+//!   only [`APISERVER_CLIENT_CN`] is allowed, anyone else gets the kubelet's
+//!   `Forbidden (user=…, verb=…, resource=nodes, subresource=proxy)` as a 403 `Status`, and the
+//!   refusal is logged (`InstallAuthFilter` in `pkg/kubelet/server/server.go`, attributes from
+//!   `GetRequestAttributes` in `pkg/kubelet/server/auth.go`).
+//!
+//! Without a cluster CA the agent does not start this server at all (see `agent.rs`): there is
+//! no plain-HTTP mode.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -26,30 +43,154 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::TokioIo;
+use rcgen::{
+    CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, KeyPair,
+    KeyUsagePurpose, SanType,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
 
 use crate::logs::{self, LogOptions, form_pairs};
 use crate::runtime::{ContainerInfo, ContainerState, Runtime, RuntimeError, StreamRequest};
 
 type Body = BoxBody<Bytes, std::io::Error>;
 
-/// Serves the streaming endpoints on `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, runtime: Arc<dyn Runtime>) {
+/// The subject common name of the client certificate the API server presents to node agents
+/// (kubeadm's name for kube-apiserver's `--kubelet-client-certificate`): the only user the
+/// streaming server serves. `tandem_apiserver::node_proxy` issues its certificate with this
+/// name.
+pub const APISERVER_CLIENT_CN: &str = "kube-apiserver-kubelet-client";
+
+/// How long the self-signed serving certificate is valid: a year, as the kubelet's.
+const SERVING_CERT_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Why the streaming server's TLS configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("the cluster CA PEM holds no certificate")]
+    NoCaCertificate,
+    #[error("cannot read the cluster CA PEM")]
+    CaPem(#[source] rustls::pki_types::pem::Error),
+    #[error("the cluster CA certificate is not usable")]
+    Ca(#[source] rustls::Error),
+    #[error("cannot build the client certificate verifier")]
+    Verifier(#[from] rustls::server::VerifierBuilderError),
+    #[error("cannot generate the serving certificate")]
+    ServingCertificate(#[from] rcgen::Error),
+    #[error("invalid TLS configuration")]
+    Config(#[source] rustls::Error),
+}
+
+/// The streaming server's TLS configuration: a serving certificate self-signed now for
+/// `node_name` and `addresses` (the node's `Hostname` and `InternalIP`), client certificates
+/// required and verified against `cluster_ca_pem` (one or more PEM certificates, the kubelet's
+/// `--client-ca-file`), HTTP/1.1 only (SPDY and websocket upgrades need it).
+pub fn tls_config(
+    cluster_ca_pem: &str,
+    node_name: &str,
+    addresses: &[IpAddr],
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(cluster_ca_pem.as_bytes()) {
+        roots
+            .add(cert.map_err(TlsError::CaPem)?)
+            .map_err(TlsError::Ca)?;
+    }
+    if roots.is_empty() {
+        return Err(TlsError::NoCaCertificate);
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()?;
+    let (cert, key) = serving_certificate(node_name, addresses)?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(TlsError::Config)?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(vec![cert], PrivatePkcs8KeyDer::from(key).into())
+        .map_err(TlsError::Config)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// A serving certificate and its PKCS#8 key for the node, self-signed, valid from an hour ago
+/// for [`SERVING_CERT_VALIDITY`].
+fn serving_certificate(
+    node_name: &str,
+    addresses: &[IpAddr],
+) -> Result<(CertificateDer<'static>, Vec<u8>), rcgen::Error> {
+    let mut params = CertificateParams::new(vec![node_name.to_string()])?;
+    params
+        .subject_alt_names
+        .extend(addresses.iter().map(|ip| SanType::IpAddress(*ip)));
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, node_name);
+    params.distinguished_name = dn;
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::hours(1);
+    params.not_after = now + SERVING_CERT_VALIDITY;
+    let key = KeyPair::generate()?;
+    let cert = params.self_signed(&key)?;
+    Ok((cert.der().clone(), key.serialize_der()))
+}
+
+/// Serves the streaming endpoints over TLS with `tls` (see [`tls_config`]) on `listener` until
+/// the task is dropped.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    runtime: Arc<dyn Runtime>,
+) {
+    let acceptor = TlsAcceptor::from(tls);
     loop {
-        let (stream, _) = match listener.accept().await {
+        let (tcp, peer) = match listener.accept().await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "streaming server accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
         let runtime = runtime.clone();
+        let acceptor = acceptor.clone();
         tokio::spawn(async move {
+            let stream = match acceptor.accept(tcp).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::info!(%peer, error = %e, "streaming server refused a TLS connection");
+                    return;
+                }
+            };
+            // The verifier required a certificate, so there is one; a subject without a CN is
+            // nobody the policy allows.
+            let user: Arc<str> = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|chain| chain.first())
+                .and_then(|cert| common_name(cert))
+                .unwrap_or_default()
+                .into();
             let service = hyper::service::service_fn(move |req| {
-                let runtime = runtime.clone();
-                async move { Ok::<_, Infallible>(handle(req, runtime).await) }
+                let (runtime, user) = (runtime.clone(), user.clone());
+                async move {
+                    let resp = match authorize(&req, &user, peer) {
+                        Ok(()) => handle(req, runtime).await,
+                        Err(refusal) => refusal.into_response(),
+                    };
+                    Ok::<_, Infallible>(resp)
+                }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -58,6 +199,41 @@ pub async fn serve(listener: TcpListener, runtime: Arc<dyn Runtime>) {
                 tracing::debug!(error = %e, "streaming connection ended");
             }
         });
+    }
+}
+
+/// The subject common name of a DER certificate: the user name upstream's x509 authenticator
+/// reads from a client certificate.
+fn common_name(der: &CertificateDer<'_>) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
+    let cn = cert.subject().iter_common_name().next()?;
+    cn.as_str().ok().map(str::to_string)
+}
+
+/// Whether `user` may make `req`. Every path here is the kubelet's `nodes/proxy` subresource,
+/// and only [`APISERVER_CLIENT_CN`] may use it.
+fn authorize<B>(req: &Request<B>, user: &str, peer: SocketAddr) -> Result<(), Failure> {
+    if user == APISERVER_CLIENT_CN {
+        return Ok(());
+    }
+    let message = format!(
+        "Forbidden (user={user}, verb={}, resource=nodes, subresource=proxy)",
+        request_verb(req.method())
+    );
+    tracing::info!(%peer, path = %req.uri().path(), "{message}");
+    Err(Failure::new(StatusCode::FORBIDDEN, message))
+}
+
+/// The authorization verb of an HTTP method, as the kubelet's `GetRequestAttributes` maps it
+/// (empty for methods it does not name).
+fn request_verb(method: &Method) -> &'static str {
+    match *method {
+        Method::POST => "create",
+        Method::GET => "get",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "",
     }
 }
 
@@ -123,6 +299,7 @@ impl Failure {
         let reason = match self.code {
             StatusCode::NOT_FOUND => "NotFound",
             StatusCode::BAD_REQUEST => "BadRequest",
+            StatusCode::FORBIDDEN => "Forbidden",
             _ => "InternalError",
         };
         let status = serde_json::json!({
@@ -353,15 +530,5 @@ async fn forward(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stream_options_accept_both_spellings_and_tty_drops_stderr() {
-        let r = stream_request("command=sh&command=-c&command=echo%20hi&input=1&output=1&error=1");
-        assert_eq!(r.command, ["sh", "-c", "echo hi"]);
-        assert!(r.stdin && r.stdout && r.stderr && !r.tty);
-        let t = stream_request("command=sh&stdin=true&stdout=true&stderr=true&tty=true");
-        assert!(t.tty && t.stdin && t.stdout && !t.stderr);
-    }
-}
+#[path = "server_tests.rs"]
+mod tests;

@@ -685,6 +685,21 @@ async fn projected_payload(
     Ok(payload)
 }
 
+/// How often a pod's projected ServiceAccount tokens must be rewritten: 80 % of the shortest
+/// requested lifetime (one hour when unset), as the kubelet's token manager refreshes them.
+/// `None` when the pod projects no token.
+pub fn token_refresh_period(pod: &Pod) -> Option<std::time::Duration> {
+    let volumes = pod.spec.as_ref()?.volumes.as_ref()?;
+    volumes
+        .iter()
+        .filter_map(|v| v.projected.as_ref())
+        .flat_map(|p| p.sources.iter().flatten())
+        .filter_map(|s| s.service_account_token.as_ref())
+        .map(|t| t.expiration_seconds.unwrap_or(3600).max(600))
+        .min()
+        .map(|secs| std::time::Duration::from_secs(secs as u64 * 8 / 10))
+}
+
 /// Requests a pod-bound token for the pod's service account (the kubelet's token manager
 /// without its cache). `None` when the API server has no `serviceaccounts/token` route: a 404
 /// without details (as opposed to a missing ServiceAccount, whose 404 names it) or a 405.
@@ -1674,5 +1689,26 @@ mod tests {
         assert_eq!(file_mode(Some(0o4755), 0o644), 0o755);
         assert_eq!(file_mode(Some(-1), 0o644), 0o644);
         assert_eq!(file_mode(None, 0o600), 0o600);
+    }
+
+    #[test]
+    fn projected_tokens_are_refreshed_at_four_fifths_of_their_lifetime() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c"}], "volumes": [
+                {"name": "a", "projected": {"sources": [{"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}]}},
+                {"name": "b", "projected": {"sources": [{"serviceAccountToken": {"path": "t2", "expirationSeconds": 1000}}]}}
+            ]}
+        }))
+        .expect("pod");
+        assert_eq!(
+            token_refresh_period(&pod),
+            Some(std::time::Duration::from_secs(800))
+        );
+        let plain: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}
+        }))
+        .expect("pod");
+        assert_eq!(token_refresh_period(&plain), None);
     }
 }

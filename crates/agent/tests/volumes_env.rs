@@ -387,6 +387,29 @@ async fn volumes_are_materialised_and_mounted_like_the_kubelet() {
                     {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}]}}
             ]}
     }));
+    // The token projection asks the API server for a token bound to the pod: the pod and its
+    // ServiceAccount must exist there (the pod opts out of the automatic token volume, whose
+    // CA ConfigMap no controller publishes here).
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), "default");
+    accounts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": "default"}}))
+                .expect("account fixture"),
+        )
+        .await
+        .expect("service account");
+    let mut stored = p.clone();
+    stored.metadata.uid = None;
+    if let Some(spec) = stored.spec.as_mut() {
+        spec.automount_service_account_token = Some(false);
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let p = pods
+        .create(&PostParams::default(), &stored)
+        .await
+        .expect("pod");
     let pod_dir = dir.path().join("pods/uid-42");
     let vols = volumes::prepare(&client, &p, &pod_dir, &ctx())
         .await
@@ -438,7 +461,7 @@ async fn volumes_are_materialised_and_mounted_like_the_kubelet() {
     );
     assert_eq!(
         std::fs::read_to_string(info.join("uid")).expect("uid"),
-        "uid-42"
+        p.metadata.uid.clone().unwrap_or_default()
     );
     assert_eq!(
         std::fs::read_to_string(info.join("cpu_limit")).expect("cpu"),
@@ -454,8 +477,7 @@ async fn volumes_are_materialised_and_mounted_like_the_kubelet() {
     assert_eq!(mode_of(&vol_dir("cache")), 0o777);
     // hostPath DirectoryOrCreate made the directory.
     assert!(host_dir.is_dir());
-    // Projected: sources merged; the token source is skipped with a warning where the API
-    // server has no serviceaccounts/token.
+    // Projected: sources merged, the token requested from the API server.
     let all = vol_dir("all");
     assert_eq!(
         std::fs::read_to_string(all.join("cm/unused")).expect("cm"),
@@ -466,10 +488,9 @@ async fn volumes_are_materialised_and_mounted_like_the_kubelet() {
         std::fs::read_to_string(all.join("name")).expect("name"),
         "web-0"
     );
-    if !all.join("token").exists() {
-        assert_eq!(vols.warnings().len(), 1, "{:?}", vols.warnings());
-        assert!(vols.warnings()[0].contains("serviceAccountToken"));
-    }
+    let token = std::fs::read_to_string(all.join("token")).expect("token");
+    assert_eq!(token.matches('.').count(), 2, "a JWT: {token}");
+    assert!(vols.warnings().is_empty(), "{:?}", vols.warnings());
 
     // The PVC resolves to the bound PV's hostPath.
     let data = vols.get("data").expect("data volume");

@@ -1,7 +1,8 @@
 //! The admission step of the write pipeline: the Windows-aware rules of `tandem_core::admission`
 //! (pod OS fields, HostProcess, RuntimeClass scheduling and overhead, gMSA credential specs,
 //! default not-ready/unreachable tolerations, and warnings for what Windows nodes cannot honour),
-//! with the RuntimeClass and GMSACredentialSpec objects they need looked up first.
+//! with the RuntimeClass and GMSACredentialSpec objects they need looked up first; and, for new
+//! pods, the ServiceAccount plugin (the default account and its token volume).
 
 use serde_json::{Value, json};
 use tandem_core::admission::{self, AdmissionError, AdmissionOptions, MapLookups, Operation};
@@ -47,6 +48,21 @@ impl State {
             && let Some(rc) = self.lookup("node.k8s.io", "runtimeclasses", name).await
         {
             lookups.insert(rc);
+        }
+        if rt.group.is_empty() && rt.kind == "Pod" && op == Operation::Create {
+            // The ServiceAccount plugin runs first upstream: the account's token volume is part
+            // of the pod the other plugins see.
+            let ns = meta::namespace(obj).unwrap_or_default().to_string();
+            let account_name = obj
+                .pointer("/spec/serviceAccountName")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .unwrap_or("default")
+                .to_string();
+            let account =
+                crate::auth::authn::cached_value(self, "serviceaccounts", Some(&ns), &account_name);
+            let volume = meta::generate_name(admission::service_account::VOLUME_PREFIX);
+            admission::service_account::admit(obj, account.as_ref(), &volume);
         }
         if rt.group.is_empty() && rt.kind == "Pod" {
             for name in gmsa_names(obj) {

@@ -35,7 +35,11 @@ fn subresource_info(rt: &ResourceType, sub: &str) -> (Value, &'static [&'static 
             json!({"group": "", "version": "v1", "kind": "PodPortForwardOptions"}),
             &["create", "get"],
         ),
-        "ephemeralcontainers" => (own, &["get", "patch", "update"]),
+        "ephemeralcontainers" | "approval" => (own, &["get", "patch", "update"]),
+        "token" => (
+            json!({"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}),
+            &["create"],
+        ),
         "finalize" => (own, &["update"]),
         _ => (own, &["get"]),
     }

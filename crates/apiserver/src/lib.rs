@@ -2,6 +2,7 @@
 //! tables and subresources over the revisioned store, with a watch cache in front.
 
 mod admission;
+pub mod auth;
 mod binding;
 pub mod bootstrap;
 pub mod cache;
@@ -12,6 +13,7 @@ pub mod node_proxy;
 pub mod output;
 mod pipeline;
 pub mod pki;
+pub mod protobuf;
 pub mod request;
 pub mod rest;
 pub mod server;

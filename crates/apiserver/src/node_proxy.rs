@@ -21,13 +21,14 @@
 //!   fall back from websocket to SPDY; an agent that cannot be dialled is a 500
 //!   `error dialing backend: …`.
 //!
-//! Where tandem's agent contract differs from the kubelet's, the contract wins: the agent speaks
-//! plain HTTP on the node's `InternalIP` (else `Hostname`) and
-//! `status.daemonEndpoints.kubeletEndpoint.Port`, with no authentication yet — the agent must
-//! listen on loopback or a trusted network only. Exec and attach stream flags go to the agent as
-//! `stdin=true`… rather than the kubelet's `input=1`…; port-forward's query passes unchanged. The
-//! client's `Authorization` header is not forwarded (upstream's authentication filter removes it
-//! once the request is authenticated).
+//! The agent is reached over HTTPS on the node's `InternalIP` (else `Hostname`) and
+//! `status.daemonEndpoints.kubeletEndpoint.Port`, as the API server's own user
+//! `kube-apiserver-kubelet-client`, without verifying the agent's serving certificate (see
+//! [`kubelet_client`]; upstream's default without `--kubelet-certificate-authority`). Where
+//! tandem's agent contract differs from the kubelet's, the contract wins: exec and attach stream
+//! flags go to the agent as `stdin=true`… rather than the kubelet's `input=1`…; port-forward's
+//! query passes unchanged. The client's `Authorization` header is not forwarded (upstream's
+//! authentication filter removes it once the request is authenticated).
 //!
 //! One addition: upstream never checks that an exec names a command (the runtime refuses an empty
 //! one); here an exec without `command` is a 400 at once, with kubectl's wording.
@@ -48,6 +49,8 @@ use tandem_netproxy::{ProxyError, is_upgrade_request};
 use crate::error::{ApiError, ApiResult};
 use crate::request::{ResourceRequest, percent_decode};
 use crate::rest::State;
+
+pub mod kubelet_client;
 
 /// The response body type of the server.
 pub type ProxyBody = UnsyncBoxBody<Bytes, Infallible>;
@@ -155,7 +158,9 @@ async fn log(
     let request = Request::get("/")
         .body(Empty::<Bytes>::new())
         .map_err(|e| ApiError::internal(format!("cannot build the agent request: {e}")))?;
-    let resp = tandem_netproxy::forward(request, &url)
+    let resp = state
+        .kubelet_client
+        .forward(request, &url)
         .await
         .map_err(|e| unknown_error(format!("Get {}: {}", go_quote(&url), error_chain(&e))))?;
     if !(200..=206).contains(&resp.status().as_u16()) {
@@ -206,7 +211,9 @@ async fn stream(
     }
     req.headers_mut().remove(header::AUTHORIZATION);
     let url = agent.url(&path, &query);
-    let resp = tandem_netproxy::forward(req, &url)
+    let resp = state
+        .kubelet_client
+        .forward(req, &url)
         .await
         .map_err(|e| dial_error(&e))?;
     let status = resp.status();
@@ -411,9 +418,9 @@ impl AgentAddress {
             self.host.clone()
         };
         if query.is_empty() {
-            format!("http://{host}:{}{path}", self.port)
+            format!("https://{host}:{}{path}", self.port)
         } else {
-            format!("http://{host}:{}{path}?{query}", self.port)
+            format!("https://{host}:{}{path}?{query}", self.port)
         }
     }
 }
@@ -1005,7 +1012,7 @@ mod tests {
             host: "fd00::1".into(),
             port: 10250,
         };
-        assert_eq!(v6.url("/p", "a=b"), "http://[fd00::1]:10250/p?a=b");
+        assert_eq!(v6.url("/p", "a=b"), "https://[fd00::1]:10250/p?a=b");
     }
 
     #[test]

@@ -61,7 +61,7 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> PkiError + '_ {
     }
 }
 
-fn write_private(path: &Path, contents: &str) -> Result<(), PkiError> {
+pub(crate) fn write_private(path: &Path, contents: &str) -> Result<(), PkiError> {
     let tmp = path.with_extension("tmp");
     fs::write(&tmp, contents).map_err(io_err(&tmp))?;
     #[cfg(unix)]
@@ -280,6 +280,15 @@ impl Pki {
     ) -> Result<String, PkiError> {
         let (cert, key) = self.issue_client_cert(cn, orgs, valid_for)?;
         Ok(self.client_kubeconfig(server, cn, &cert, &key))
+    }
+
+    /// The SHA-256 of the CA certificate's DER, in hex: what a join token pins
+    /// (`K10<hash>::<id>.<secret>`).
+    pub fn ca_sha256_hex(&self) -> Option<String> {
+        use rustls::pki_types::pem::PemObject;
+        let der = rustls::pki_types::CertificateDer::from_pem_slice(self.ca_pem.as_bytes()).ok()?;
+        let digest = ring::digest::digest(&ring::digest::SHA256, der.as_ref());
+        Some(digest.as_ref().iter().map(|b| format!("{b:02x}")).collect())
     }
 
     /// Writes the admin kubeconfig atomically with mode 0600.

@@ -34,6 +34,11 @@ pub struct State {
     pub service_lock: tokio::sync::Mutex<()>,
     /// The Services' allocations as last read from the cache (see `service_alloc`).
     pub service_alloc_cache: std::sync::Mutex<crate::service_alloc::UsedCache>,
+    /// Authentication and authorization (see `auth`).
+    pub auth: crate::auth::Auth,
+    /// How `node_proxy` reaches node agents: TLS as `kube-apiserver-kubelet-client`, the agents'
+    /// serving certificates not verified (see `node_proxy::kubelet_client`).
+    pub kubelet_client: tandem_netproxy::Forwarder,
 }
 
 /// Server behaviour switches.
@@ -43,6 +48,8 @@ pub struct Options {
     pub allow_privileged: bool,
     /// Service ClusterIP and NodePort ranges.
     pub service_ranges: crate::service_alloc::ServiceRanges,
+    /// Which authorizers run: upstream's `--authorization-mode`.
+    pub authorization: crate::auth::authz::AuthorizationMode,
 }
 
 impl Default for Options {
@@ -50,6 +57,7 @@ impl Default for Options {
         Options {
             allow_privileged: true,
             service_ranges: Default::default(),
+            authorization: Default::default(),
         }
     }
 }
@@ -82,7 +90,8 @@ pub struct Ctx {
     pub format: Format,
     pub content_type: Option<String>,
     pub warnings: Vec<String>,
-    pub user: String,
+    /// Who makes the request (after impersonation).
+    pub user: Arc<crate::auth::UserInfo>,
     pub user_agent: Option<String>,
     /// Set while a server-side apply is being written: apply maintains managedFields itself.
     pub applying: bool,
@@ -96,7 +105,7 @@ impl Ctx {
             format: Format::Json,
             content_type: None,
             warnings: Vec::new(),
-            user: user.to_string(),
+            user: Arc::new(crate::auth::UserInfo::internal(user)),
             user_agent: None,
             applying: false,
         }
@@ -166,7 +175,7 @@ pub fn decode_body(body: &[u8], content_type: Option<&str>) -> ApiResult<Value> 
         | "application/merge-patch+json"
         | "application/strategic-merge-patch+json" => serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding JSON body: {e}")))?,
-        "application/vnd.kubernetes.protobuf" => return Err(ApiError::unsupported_media_type(&ct)),
+        crate::protobuf::MEDIA_TYPE => crate::protobuf::decode(body)?,
         other => return Err(ApiError::unsupported_media_type(other)),
     };
     Ok(value)
@@ -780,6 +789,8 @@ impl State {
             &mut errors,
         )
         .await?;
+        crate::auth::set_requester(&ctx.user, rt, &mut obj);
+        crate::auth::admit_write(self, &ctx.user, "create", rt, None, Some(&obj), None)?;
         if is_service(rt) {
             errors.extend(crate::service_alloc::allocate(self, rt, &mut obj, None));
         }
@@ -830,6 +841,16 @@ impl State {
         crate::pipeline::apply_defaults(rt, &mut new);
         match sub {
             Some("status") => crate::pipeline::prepare_for_status_update(rt, &mut new, old),
+            Some("approval") => {
+                // Only the Approved/Denied conditions change through `approval` (upstream's
+                // `csrApprovalStrategy`); the rest of the object stays as stored.
+                let conditions = new
+                    .pointer("/status/conditions")
+                    .cloned()
+                    .unwrap_or_else(|| json!([]));
+                new = old.clone();
+                new["status"]["conditions"] = conditions;
+            }
             Some("finalize") => {
                 // Only spec.finalizers of a Namespace changes through `finalize`
                 // (upstream `namespaceFinalizeStrategy`).
@@ -842,6 +863,7 @@ impl State {
             }
             _ => crate::pipeline::prepare_for_update(rt, &mut new, old),
         }
+        crate::auth::admit_write(self, &ctx.user, "update", rt, sub, Some(&new), Some(old))?;
         let mut errors = Vec::new();
         if sub.is_none() {
             run_admission(
@@ -864,7 +886,9 @@ impl State {
             }
         }
         errors.extend(match sub {
-            Some("status" | "finalize") => crate::pipeline::validate_status_update(rt, &new, old),
+            Some("status" | "finalize" | "approval") => {
+                crate::pipeline::validate_status_update(rt, &new, old)
+            }
             _ => crate::pipeline::validate_update(rt, &new, old),
         });
         if !errors.is_empty() {
@@ -1394,6 +1418,7 @@ impl State {
                 .await?
                 .ok_or_else(|| ApiError::not_found(rt, name))?;
             let old = parse_stored(rt, &kv)?;
+            crate::auth::admit_write(self, &ctx.user, "delete", rt, None, None, Some(&old))?;
             if let Some(uid) = opts.pointer("/preconditions/uid").and_then(Value::as_str)
                 && Some(uid) != meta::uid(&old)
             {

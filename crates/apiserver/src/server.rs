@@ -1,6 +1,6 @@
 //! The HTTPS listener: TLS with optional client certificates, authentication (client certificate
-//! or bearer token; anonymous requests get 401), routing to discovery, OpenAPI, health and
-//! resource handlers, and response encoding.
+//! or bearer token; anonymous requests get 401), impersonation, authorization (see `auth`),
+//! routing to discovery, OpenAPI, health and resource handlers, and response encoding.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -21,6 +21,8 @@ use tandem_store::Store;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::auth::UserInfo;
+use crate::auth::authz::Attributes;
 use crate::cache::Cache;
 use crate::error::{ApiError, ApiResult};
 use crate::node_proxy::{self, NodeRequest};
@@ -72,7 +74,6 @@ pub struct ApiServer {
     pub local_addr: SocketAddr,
     pub pki: Pki,
     acceptor: TlsAcceptor,
-    tokens: Arc<Vec<(String, String)>>,
     accept_tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
@@ -84,12 +85,6 @@ impl Drop for ApiServer {
             }
         }
     }
-}
-
-/// Who made a request.
-#[derive(Debug, Clone)]
-struct Identity {
-    user: String,
 }
 
 impl ApiServer {
@@ -111,6 +106,14 @@ impl ApiServer {
         let pki = Pki::load_or_create(&config.data_dir, &[kubernetes_ip])?;
         let registry = Registry::builtin();
         let cache = Cache::start(store.clone(), &registry).await?;
+        let issuer = crate::auth::sa_token::TokenIssuer::load_or_create(
+            &pki.dir,
+            crate::auth::sa_token::DEFAULT_ISSUER,
+        )?;
+        let auth = crate::auth::Auth {
+            authn: crate::auth::authn::Authenticator::new(pki.tokens.clone(), Arc::new(issuer)),
+            rbac: crate::auth::rbac::Rbac::default(),
+        };
         let state = Arc::new(State {
             registry,
             store,
@@ -118,8 +121,14 @@ impl ApiServer {
             options,
             service_lock: tokio::sync::Mutex::new(()),
             service_alloc_cache: std::sync::Mutex::default(),
+            auth,
+            kubelet_client: crate::node_proxy::kubelet_client::kubelet_client(&pki)?,
         });
+        state.auth.rbac.watch(&state.cache, &state.registry);
         crate::bootstrap::ensure_namespaces(&state)
+            .await
+            .map_err(StartError::Bootstrap)?;
+        crate::bootstrap::ensure_rbac(&state)
             .await
             .map_err(StartError::Bootstrap)?;
 
@@ -134,8 +143,11 @@ impl ApiServer {
         )
         .allow_unauthenticated()
         .build()?;
+        // The chain ends with the CA, so a node joining with a token can pin it (see
+        // `tandem_agent::bootstrap`).
         let certs: Vec<CertificateDer<'static>> =
             CertificateDer::pem_slice_iter(pki.serving_cert_pem.as_bytes())
+                .chain(CertificateDer::pem_slice_iter(pki.ca_pem.as_bytes()))
                 .collect::<Result<_, _>>()?;
         let key = PrivateKeyDer::from_pem_slice(pki.serving_key_pem.as_bytes())?;
         let mut tls = rustls::ServerConfig::builder_with_provider(provider)
@@ -164,19 +176,12 @@ impl ApiServer {
             };
             pki.write_admin_kubeconfig(path, &format!("https://{host}:{}", local_addr.port()))?;
         }
-        let tokens: Arc<Vec<(String, String)>> = Arc::new(
-            pki.tokens
-                .iter()
-                .map(|t| (t.token.clone(), t.user.clone()))
-                .collect(),
-        );
-        let accept_task = serve(listener, acceptor.clone(), state.clone(), tokens.clone());
+        let accept_task = serve(listener, acceptor.clone(), state.clone());
         Ok(ApiServer {
             state,
             local_addr,
             pki,
             acceptor,
-            tokens,
             accept_tasks: std::sync::Mutex::new(vec![accept_task]),
         })
     }
@@ -193,12 +198,7 @@ impl ApiServer {
         let local = listener
             .local_addr()
             .map_err(|source| StartError::Listen { addr, source })?;
-        let task = serve(
-            listener,
-            self.acceptor.clone(),
-            self.state.clone(),
-            self.tokens.clone(),
-        );
+        let task = serve(listener, self.acceptor.clone(), self.state.clone());
         if let Ok(mut tasks) = self.accept_tasks.lock() {
             tasks.push(task);
         }
@@ -211,7 +211,6 @@ fn serve(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     state: Arc<State>,
-    tokens: Arc<Vec<(String, String)>>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
@@ -226,7 +225,6 @@ fn serve(
             let _ = tcp.set_nodelay(true);
             let acceptor = acceptor.clone();
             let state = state.clone();
-            let tokens = tokens.clone();
             tokio::spawn(async move {
                 let tls = match acceptor.accept(tcp).await {
                     Ok(t) => t,
@@ -241,12 +239,11 @@ fn serve(
                     .peer_certificates()
                     .and_then(|c| c.first())
                     .and_then(|c| subject_identity(c))
-                    .map(|(user, _groups)| Identity { user });
+                    .map(|(user, groups)| Arc::new(UserInfo::authenticated(&user, "", groups)));
                 let service = hyper::service::service_fn(move |req| {
                     let state = state.clone();
-                    let tokens = tokens.clone();
                     let identity = cert_identity.clone();
-                    async move { Ok::<_, Infallible>(handle(state, identity, &tokens, req).await) }
+                    async move { Ok::<_, Infallible>(handle(state, identity, req).await) }
                 });
                 let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                 if let Err(e) = builder
@@ -300,35 +297,43 @@ fn value_response(code: u16, v: &Value) -> Response<Body> {
     )
 }
 
+/// The requester: the client certificate's user, else the bearer token's. `Err` carries why a
+/// presented token was refused.
 fn authenticate(
-    identity: Option<Identity>,
-    tokens: &[(String, String)],
+    state: &State,
+    identity: Option<Arc<UserInfo>>,
     req: &Request<Incoming>,
-) -> Option<Identity> {
-    if identity.is_some() {
-        return identity;
+) -> Result<Arc<UserInfo>, String> {
+    if let Some(identity) = identity {
+        return Ok(identity);
     }
-    let auth = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let auth = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| "no credentials".to_string())?;
     let token = auth
         .strip_prefix("Bearer ")
-        .or_else(|| auth.strip_prefix("bearer "))?
-        .trim();
-    tokens
-        .iter()
-        .find(|(t, _)| t == token)
-        .map(|(_, user)| Identity { user: user.clone() })
+        .or_else(|| auth.strip_prefix("bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| "not a bearer token".to_string())?;
+    state
+        .auth
+        .authn
+        .authenticate_token(state, token)
+        .map(Arc::new)
 }
 
 async fn handle(
     state: Arc<State>,
-    identity: Option<Identity>,
-    tokens: &[(String, String)],
+    identity: Option<Arc<UserInfo>>,
     req: Request<Incoming>,
 ) -> Response<Body> {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     let started = std::time::Instant::now();
-    let resp = route(state, identity, tokens, req).await;
+    let resp = route(state, identity, req).await;
     tracing::debug!(%method, %path, status = resp.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "request");
     resp
 }
@@ -339,8 +344,7 @@ const UNREAD_BODY_LIMIT: usize = 256 << 10;
 
 async fn route(
     state: Arc<State>,
-    identity: Option<Identity>,
-    tokens: &[(String, String)],
+    identity: Option<Arc<UserInfo>>,
     req: Request<Incoming>,
 ) -> Response<Body> {
     let path = req.uri().path().to_string();
@@ -356,14 +360,17 @@ async fn route(
             &[],
         );
     }
-    let Some(identity) = authenticate(identity, tokens, &req) else {
-        // Read the request body (up to a bound) before refusing, as Go's HTTP server does: an
-        // HTTP/2 response that ends while the client is still sending resets the stream, and
-        // curl then reported the reset (exit 92) instead of the 401.
-        let _ = Limited::new(req.into_body(), UNREAD_BODY_LIMIT)
-            .collect()
-            .await;
-        return error_response(&ApiError::unauthorized(), &[]);
+    let identity = match authenticate(&state, identity, &req) {
+        Ok(user) => user,
+        Err(why) => {
+            tracing::debug!(%path, reason = %why, "request not authenticated");
+            return refuse(req, &ApiError::unauthorized()).await;
+        }
+    };
+    let identity = match crate::auth::impersonation::impersonate(&state, &identity, req.headers()) {
+        Ok(Some(user)) => Arc::new(user),
+        Ok(None) => identity,
+        Err(e) => return refuse(req, &e).await,
     };
     let accept = req
         .headers()
@@ -376,6 +383,14 @@ async fn route(
         .split('/')
         .filter(|s| !s.is_empty())
         .collect();
+    let rr = parse_resource_path(req.method(), &path, &query);
+    let attrs = match &rr {
+        Some(rr) => authz_attributes(rr, &query),
+        None => Attributes::non_resource(req.method(), &path),
+    };
+    if let Err(e) = crate::auth::authz::check(&state, &identity, &attrs) {
+        return refuse(req, &e).await;
+    }
     if req.method() == Method::GET {
         let reg = &state.registry;
         match segs.as_slice() {
@@ -417,6 +432,13 @@ async fn route(
                 }
                 return value_response(200, tandem_core::openapi::v2());
             }
+            [".well-known", "openid-configuration"] => {
+                return value_response(200, &state.auth.authn.issuer.openid_configuration());
+            }
+            ["openid", "v1", "jwks"] => {
+                let body = serde_json::to_vec(&state.auth.authn.issuer.jwks()).unwrap_or_default();
+                return json_response(200, Bytes::from(body), "application/jwk-set+json", &[]);
+            }
             ["openapi", "v3"] => return value_response(200, &tandem_core::openapi::v3_index()),
             ["openapi", "v3", rest @ ..] => {
                 return match tandem_core::openapi::v3_group_version(&rest.join("/")) {
@@ -427,7 +449,7 @@ async fn route(
             _ => {}
         }
     }
-    let Some(rr) = parse_resource_path(req.method(), &path, &query) else {
+    let Some(rr) = rr else {
         return error_response(&ApiError::no_route(), &[]);
     };
     // Pod log/exec/attach/portforward go to the node agent with the request as it came: its body
@@ -462,7 +484,7 @@ async fn route(
         format,
         content_type,
         warnings: Vec::new(),
-        user: identity.user,
+        user: identity,
         user_agent,
         applying: false,
     };
@@ -514,6 +536,36 @@ async fn route(
     }
 }
 
+/// Reads the request body (up to a bound) before refusing, as Go's HTTP server does: an HTTP/2
+/// response that ends while the client is still sending resets the stream, and curl then
+/// reported the reset (exit 92) instead of the 401.
+async fn refuse(req: Request<Incoming>, e: &ApiError) -> Response<Body> {
+    let _ = Limited::new(req.into_body(), UNREAD_BODY_LIMIT)
+        .collect()
+        .await;
+    error_response(e, &[])
+}
+
+/// The authorization attributes of a resource request. A list or watch whose field selector
+/// names one object is authorized for that name, as upstream's RequestInfoFactory does (node
+/// agents watch single Secrets and ConfigMaps this way).
+fn authz_attributes(rr: &crate::request::ResourceRequest, query: &Query) -> Attributes {
+    let mut attrs = Attributes::of_request(rr);
+    if matches!(rr.verb, Verb::List | Verb::Watch)
+        && let Some(fs) = query.get("fieldSelector")
+    {
+        let terms: Vec<&str> = fs.split(',').collect();
+        if let [term] = terms.as_slice()
+            && let Some(name) = term
+                .strip_prefix("metadata.name==")
+                .or_else(|| term.strip_prefix("metadata.name="))
+        {
+            attrs.name = name.to_string();
+        }
+    }
+    attrs
+}
+
 fn aggregated_response(v: &Value, beta: bool) -> Response<Body> {
     let ct = if beta {
         "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
@@ -561,6 +613,19 @@ async fn dispatch(
     }
     let name = rr.name.as_deref();
     let sub = rr.subresource.as_deref();
+    // Create-only kinds (the reviews) serve nothing else, as upstream's registries.
+    if sub.is_none()
+        && !rt.supports(
+            crate::auth::authz::Attributes::of_request(&rr)
+                .verb
+                .as_str(),
+        )
+    {
+        return Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({:?} {})",
+            rr.verb, rr.resource
+        )));
+    }
     let reply = match (rr.verb, name, sub) {
         (Verb::Watch, Some(n), None) => {
             // The legacy `/watch/<resource>/<name>` form: a watch restricted to one name.
@@ -587,9 +652,37 @@ async fn dispatch(
             let obj = state.get(&rt, ns, n).await?;
             Reply::Value(200, state.scale_of(&rt, &obj))
         }
+        (Verb::Create, None, None)
+            if matches!(
+                rt.group.as_str(),
+                "authorization.k8s.io" | "authentication.k8s.io"
+            ) =>
+        {
+            let v = decode_body(&body, ctx.content_type.as_deref())?;
+            Reply::Value(
+                201,
+                crate::auth::reviews::create(&state, &ctx.user, &rt, ns, v)?,
+            )
+        }
         (Verb::Create, None, None) => {
             let v = decode_body(&body, ctx.content_type.as_deref())?;
             state.create(ctx, &rt, ns, v).await?
+        }
+        (Verb::Create, Some(n), Some("token"))
+            if rt.group.is_empty() && rt.plural == "serviceaccounts" =>
+        {
+            let v = decode_body(&body, ctx.content_type.as_deref())?;
+            let token =
+                crate::auth::token_request::create(&state, &ctx.user, ns.unwrap_or_default(), n, v)
+                    .await?;
+            return Ok(Dispatched::Reply(
+                Reply::Raw(
+                    201,
+                    Bytes::from(serde_json::to_vec(&token).unwrap_or_default()),
+                    "application/json",
+                ),
+                rt,
+            ));
         }
         (Verb::Create, Some(n), Some("binding")) => {
             let v = decode_body(&body, ctx.content_type.as_deref())?;
@@ -606,7 +699,7 @@ async fn dispatch(
                 serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
             )
         }
-        (Verb::Update, Some(n), None | Some("status") | Some("finalize")) => {
+        (Verb::Update, Some(n), None | Some("status") | Some("finalize") | Some("approval")) => {
             let v = decode_body(&body, ctx.content_type.as_deref())?;
             state.update(ctx, &rt, ns, n, v, sub).await?
         }
@@ -614,7 +707,7 @@ async fn dispatch(
             let v = decode_body(&body, ctx.content_type.as_deref())?;
             state.update_scale(ctx, &rt, ns, n, v).await?
         }
-        (Verb::Patch, Some(n), None | Some("status") | Some("scale")) => {
+        (Verb::Patch, Some(n), None | Some("status") | Some("scale") | Some("approval")) => {
             state.patch(ctx, &rt, ns, n, &body, sub).await?
         }
         (Verb::Delete, Some(n), None) => {

@@ -1,7 +1,8 @@
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected shapes")]
 //! `pods/log`, `pods/exec` and `pods/portforward` go through the API server to the node agent of
-//! the pod's node, here a fake agent on loopback: logs with kube-rs, upgrades with a raw TLS
-//! HTTP/1.1 client offering only `http/1.1` in ALPN, as kubectl's SPDY dialer does.
+//! the pod's node, here a fake agent on loopback that, like tandem's, serves TLS only to client
+//! certificates of the cluster CA: logs with kube-rs, upgrades with a raw TLS HTTP/1.1 client
+//! offering only `http/1.1` in ALPN, as kubectl's SPDY dialer does.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -22,8 +23,10 @@ use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, LogParams, PostParams};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer, ServerName};
 use serde_json::{Value, json};
+use tandem_apiserver::node_proxy::kubelet_client::KUBELET_CLIENT_CN;
+use tandem_apiserver::pki::subject_identity;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
@@ -37,19 +40,51 @@ type AgentBody = BoxBody<Bytes, hyper::Error>;
 struct Seen {
     path_and_query: String,
     authorization: bool,
+    /// The subject CN of the client certificate the request came with.
+    user: String,
 }
 
 /// A node agent that serves `/containerLogs` (five lines per container, honouring `tailLines`,
 /// and with `follow` a sixth line once the test releases it), `/exec` and `/portForward` (101 and
-/// an echo), and JSON `Status` errors for the pods named `gone` and `emulated`.
+/// an echo), and JSON `Status` errors for the pods named `gone` and `emulated`. It speaks TLS
+/// with a self-signed certificate and requires a client certificate signed by the CA it is
+/// given.
 struct FakeAgent {
     addr: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
     release: Arc<Notify>,
 }
 
+/// The fake agent's TLS: a self-signed serving certificate for 127.0.0.1, client certificates
+/// of `client_ca_pem` required.
+fn agent_tls(client_ca_pem: &str) -> Arc<rustls::ServerConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(client_ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .unwrap();
+    let serving = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let key = PrivatePkcs8KeyDer::from(serving.signing_key.serialize_der());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(vec![serving.cert.der().clone()], key.into())
+        .unwrap();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Arc::new(config)
+}
+
 impl FakeAgent {
-    async fn start() -> FakeAgent {
+    /// Starts an agent that trusts client certificates of `client_ca_pem`.
+    async fn start(client_ca_pem: &str) -> FakeAgent {
+        let acceptor = tokio_rustls::TlsAcceptor::from(agent_tls(client_ca_pem));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -57,14 +92,24 @@ impl FakeAgent {
         let (s, r) = (seen.clone(), release.clone());
         tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
-                let (s, r) = (s.clone(), r.clone());
+                let (s, r, acceptor) = (s.clone(), r.clone(), acceptor.clone());
                 tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let user = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|chain| subject_identity(chain.first()?))
+                        .map(|(cn, _)| cn)
+                        .unwrap_or_default();
                     let service = hyper::service::service_fn(move |req| {
-                        let (s, r) = (s.clone(), r.clone());
-                        async move { Ok::<_, Infallible>(agent(req, s, r).await) }
+                        let (s, r, user) = (s.clone(), r.clone(), user.clone());
+                        async move { Ok::<_, Infallible>(agent(req, s, r, user).await) }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(tcp), service)
+                        .serve_connection(TokioIo::new(tls), service)
                         .with_upgrades()
                         .await;
                 });
@@ -115,11 +160,13 @@ async fn agent(
     mut req: Request<Incoming>,
     seen: Arc<Mutex<Vec<Seen>>>,
     release: Arc<Notify>,
+    user: String,
 ) -> Response<AgentBody> {
     let path_and_query = req.uri().path_and_query().unwrap().to_string();
     seen.lock().unwrap().push(Seen {
         path_and_query,
         authorization: req.headers().contains_key(header::AUTHORIZATION),
+        user,
     });
     let path: Vec<String> = req.uri().path().split('/').map(str::to_string).collect();
     let query = req.uri().query().unwrap_or_default().to_string();
@@ -254,7 +301,7 @@ fn one_container() -> Value {
 /// A server, a fake agent and a node `node-a` served by it.
 async fn cluster() -> (TestServer, FakeAgent) {
     let s = common::start().await;
-    let agent = FakeAgent::start().await;
+    let agent = FakeAgent::start(&s.server.pki.ca_pem).await;
     node(&s, "node-a", agent.addr).await;
     (s, agent)
 }
@@ -406,6 +453,7 @@ async fn logs_come_from_the_nodes_agent_with_the_query_options() {
         !seen[0].authorization,
         "the client's credentials reached the agent"
     );
+    assert_eq!(seen[0].user, KUBELET_CLIENT_CN);
 
     let all = pods.logs("web", &LogParams::default()).await.unwrap();
     assert_eq!(all.lines().count(), 5);
@@ -609,6 +657,7 @@ async fn exec_upgrades_through_the_api_server_and_bytes_flow_both_ways() {
         !seen[0].authorization,
         "the client's credentials reached the agent"
     );
+    assert_eq!(seen[0].user, KUBELET_CLIENT_CN);
 }
 
 #[tokio::test]
@@ -761,7 +810,7 @@ async fn an_unreachable_agent_is_a_server_error() {
     let message = r.body["message"].as_str().unwrap();
     assert!(
         message.starts_with(&format!(
-            "Get \"http://{closed}/containerLogs/default/lost/app\": dial tcp {closed}: "
+            "Get \"https://{closed}/containerLogs/default/lost/app\": dial tcp {closed}: "
         )),
         "{message}"
     );
@@ -780,4 +829,32 @@ async fn an_unreachable_agent_is_a_server_error() {
         message.starts_with(&format!("error dialing backend: dial tcp {closed}: ")),
         "{message}"
     );
+}
+
+#[tokio::test]
+async fn an_agent_that_does_not_trust_the_cluster_ca_gets_no_request() {
+    let s = common::start().await;
+    let other_ca = rcgen::generate_simple_self_signed(vec!["other-ca".to_string()]).unwrap();
+    let agent = FakeAgent::start(&other_ca.cert.pem()).await;
+    node(&s, "node-b", agent.addr).await;
+    pod(&s, "web", Some("node-b"), one_container()).await;
+
+    let r = raw(
+        &s.client,
+        "GET",
+        "/api/v1/namespaces/default/pods/web/log",
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(r.code, 500, "{}", r.text);
+    let (reply, _) = upgrade(
+        &s,
+        "POST",
+        "/api/v1/namespaces/default/pods/web/exec?command=ls&stdout=true",
+        &[("Upgrade", "SPDY/3.1")],
+    )
+    .await;
+    assert_eq!(reply.code, 500, "{}", reply.head);
+    assert!(agent.seen().is_empty());
 }

@@ -362,6 +362,11 @@ pub fn is_already_exists(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists")
 }
 
+/// Whether an API error is a conflict (a stale resourceVersion or an existing name).
+pub fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
 /// Whether a create failed because the namespace is being deleted (upstream ignores these).
 pub fn is_namespace_terminating(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 403 && s.message.contains("being terminated"))

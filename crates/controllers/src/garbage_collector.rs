@@ -143,7 +143,8 @@ pub async fn run(client: kube::Client, registry: Registry) {
         queue: Mutex::new((VecDeque::new(), HashSet::new())),
         wake: Notify::new(),
     });
-    for rt in registry.all() {
+    // Create-only kinds (the reviews) are never stored, so own and are owned by nothing.
+    for rt in registry.all().iter().filter(|t| t.supports("watch")) {
         tokio::spawn(watch_type(client.clone(), rt.clone(), shared.clone()));
     }
     let registry = Arc::new(registry);

@@ -3,7 +3,9 @@
 //! or in a separate process against any tandem or Kubernetes API server.
 
 pub mod bench;
+pub mod certificates;
 pub mod clock;
+pub mod clusterrole_aggregation;
 pub mod controller_utils;
 pub mod cron_schedule;
 pub mod cronjob;
@@ -21,6 +23,7 @@ pub mod node_lifecycle;
 pub mod persistent_volume;
 pub mod replicaset;
 pub mod replication_controller;
+pub mod root_ca_publisher;
 pub mod service_lb;
 pub mod serviceaccount;
 pub mod statefulset;
@@ -36,6 +39,7 @@ pub fn start_all(client: kube::Client, registry: Registry) {
     tokio::spawn(garbage_collector::run(client.clone(), registry.clone()));
     tokio::spawn(namespace::run(client.clone(), registry));
     tokio::spawn(serviceaccount::run(client.clone()));
+    tokio::spawn(clusterrole_aggregation::run(client.clone()));
     tokio::spawn(persistent_volume::run(client.clone()));
     // One pod watch and cache shared by every controller that manages pods.
     let pods = informer::Informer::<Pod>::start(client.clone());

@@ -70,7 +70,12 @@ async fn finalize(
     name: &str,
 ) -> Result<bool, kube::Error> {
     let mut remaining = 0usize;
-    for rt in registry.all().iter().filter(|t| t.namespaced) {
+    // Create-only kinds (LocalSubjectAccessReview) are never stored: nothing to delete.
+    for rt in registry
+        .all()
+        .iter()
+        .filter(|t| t.namespaced && t.supports("list") && t.supports("deletecollection"))
+    {
         let api = api_for(client, rt, Some(name));
         let list = api.list_metadata(&ListParams::default()).await?;
         if list.items.is_empty() {

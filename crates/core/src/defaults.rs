@@ -51,8 +51,23 @@ pub fn apply_defaults(rt: &ResourceType, obj: &mut Value) {
             set_default(p, "name", json!(""));
             set_default(p, "protocol", json!("TCP"));
         }),
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => rbac_binding(obj),
         _ => {}
     }
+}
+
+/// Upstream `pkg/apis/rbac/v1/defaults.go`: `SetDefaults_RoleBinding` /
+/// `SetDefaults_ClusterRoleBinding` give `roleRef` the RBAC group, and `SetDefaults_Subject` gives
+/// `User` and `Group` subjects the RBAC group (service accounts keep the core group, `""`).
+fn rbac_binding(obj: &mut Value) {
+    if let Some(role_ref) = ensure_obj(obj, "roleRef") {
+        set_default_str(role_ref, "apiGroup", crate::rbac::GROUP_NAME);
+    }
+    each_mut(obj, "subjects", |s| {
+        if matches!(str_at(s, "kind"), Some("User" | "Group")) {
+            set_default_str(s, "apiGroup", crate::rbac::GROUP_NAME);
+        }
+    });
 }
 
 fn with_spec(obj: &mut Value, f: impl FnOnce(&mut Value)) {

@@ -1,7 +1,8 @@
 //! Pure Kubernetes API machinery and Windows knowledge for tandem. Nothing in this crate does I/O:
-//! the resource registry, field errors, selectors, patches, defaulting, validation, OpenAPI
-//! schemas and table printing are functions of their inputs, so they can be unit-tested
-//! exhaustively and reused by the API server, scheduler, node agent and `tandem check`.
+//! the resource registry, field errors, selectors, patches, defaulting, validation, RBAC rule
+//! evaluation and bootstrap policy, OpenAPI schemas and table printing are functions of their
+//! inputs, so they can be unit-tested exhaustively and reused by the API server, scheduler, node
+//! agent and `tandem check`.
 
 pub mod admission;
 pub mod defaults;
@@ -10,6 +11,7 @@ pub mod field;
 pub mod node_selector;
 pub mod openapi;
 pub mod patch;
+pub mod rbac;
 pub mod registry;
 pub mod selector;
 pub mod strategy;

@@ -1,12 +1,16 @@
 //! The resource registry: every resource type the API server serves, with the facts discovery,
 //! routing, storage keys and `kubectl` need (group, version, kind, plural, scope, short names,
-//! categories, subresources).
+//! categories, subresources, verbs).
 //!
 //! The table is data, not code paths: adding a resource (or, later, a custom resource definition)
 //! is adding a `ResourceType` value. Mirrors the per-resource facts upstream keeps in each
 //! `registry/<group>/<resource>/storage` package.
 
 use std::sync::Arc;
+
+use builtin::BUILTIN;
+
+mod builtin;
 
 /// One served resource type at one group-version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +28,10 @@ pub struct ResourceType {
     pub categories: Vec<String>,
     /// Subresources served under `<plural>/<sub>`: `status`, `scale`, `binding`, `log`, …
     pub subresources: Vec<String>,
+    /// The verbs the main resource serves, sorted, as discovery lists them: all eight for stored
+    /// resources, only `create` for the review kinds (`SubjectAccessReview`, `TokenReview`, …),
+    /// which are answered and never stored.
+    pub verbs: Vec<String>,
 }
 
 impl ResourceType {
@@ -55,18 +63,16 @@ impl ResourceType {
         self.subresources.iter().any(|s| s == name)
     }
 
-    /// The verbs discovery advertises for the main resource.
-    pub fn verbs(&self) -> &'static [&'static str] {
-        &[
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch",
-        ]
+    /// The verbs discovery advertises for the main resource, sorted.
+    pub fn verbs(&self) -> &[String] {
+        &self.verbs
+    }
+
+    /// Whether the main resource serves `verb` (`list`, `watch`, `delete`, …). Clients that walk
+    /// every type, as upstream's namespace deleter and garbage collector walk discovery, should
+    /// skip types that do not serve the verbs they need.
+    pub fn supports(&self, verb: &str) -> bool {
+        self.verbs.iter().any(|v| v == verb)
     }
 
     /// The storage key prefix for this type: `/registry/<group-resource>/`.
@@ -91,302 +97,6 @@ impl ResourceType {
         }
     }
 }
-
-struct Spec {
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-    namespaced: bool,
-    short: &'static [&'static str],
-    categories: &'static [&'static str],
-    sub: &'static [&'static str],
-}
-
-const ALL: &[&str] = &["all"];
-
-/// The built-in resources, in discovery order.
-const BUILTIN: &[Spec] = &[
-    Spec {
-        group: "",
-        version: "v1",
-        kind: "Namespace",
-        plural: "namespaces",
-        namespaced: false,
-        short: &["ns"],
-        categories: &[],
-        sub: &["status", "finalize"],
-    },
-    Spec {
-        group: "",
-        version: "v1",
-        kind: "Pod",
-        plural: "pods",
-        namespaced: true,
-        short: &["po"],
-        categories: ALL,
-        sub: &[
-            "status",
-            "binding",
-            "ephemeralcontainers",
-            "log",
-            "exec",
-            "attach",
-            "portforward",
-            "eviction",
-        ],
-    },
-    Spec {
-        group: "",
-        version: "v1",
-        kind: "Node",
-        plural: "nodes",
-        namespaced: false,
-        short: &["no"],
-        categories: &[],
-        sub: &["status"],
-    },
-    Spec {
-        group: "",
-        version: "v1",
-        kind: "Service",
-        plural: "services",
-        namespaced: true,
-        short: &["svc"],
-        categories: ALL,
-        sub: &["status"],
-    },
-    Spec {
-        group: "",
-        version: "v1",
-        kind: "Endpoints",
-        plural: "endpoints",
-        namespaced: true,
-        short: &["ep"],
-        categories: &[],
-        sub: &[],
-    },
-    Spec {
-        group: "",
-        version: "v1",
-        kind: "ConfigMap",
-        plural: "configmaps",
-        namespaced: true,
-        short: &["cm"],
-        categories: &[],
-        sub: &[],
-    },
-    Spec {
-        group: "",
-        version: "v1",
-        kind: "Secret",
-        plural: "secrets",
-        namespaced: true,
-        short: &[],
-        categories: &[],
-        sub: &[],
-    },
-    Spec {
-        group: "",
-        version: "v1",
-        kind: "ServiceAccount",
-        plural: "serviceaccounts",
-        namespaced: true,
-        short: &["sa"],
-        categories: &[],
-        sub: &[],
-    },
-    Spec {
-        group: "",
-        version: "v1",
-        kind: "Event",
-        plural: "events",
-        namespaced: true,
-        short: &["ev"],
-        categories: &[],
-        sub: &[],
-    },
-    Spec {
-        group: "",
-        version: "v1",
-        kind: "ReplicationController",
-        plural: "replicationcontrollers",
-        namespaced: true,
-        short: &["rc"],
-        categories: ALL,
-        sub: &["status", "scale"],
-    },
-    Spec {
-        group: "",
-        version: "v1",
-        kind: "PersistentVolumeClaim",
-        plural: "persistentvolumeclaims",
-        namespaced: true,
-        short: &["pvc"],
-        categories: &[],
-        sub: &["status"],
-    },
-    Spec {
-        group: "",
-        version: "v1",
-        kind: "PersistentVolume",
-        plural: "persistentvolumes",
-        namespaced: false,
-        short: &["pv"],
-        categories: &[],
-        sub: &["status"],
-    },
-    Spec {
-        group: "",
-        version: "v1",
-        kind: "LimitRange",
-        plural: "limitranges",
-        namespaced: true,
-        short: &["limits"],
-        categories: &[],
-        sub: &[],
-    },
-    Spec {
-        group: "",
-        version: "v1",
-        kind: "ResourceQuota",
-        plural: "resourcequotas",
-        namespaced: true,
-        short: &["quota"],
-        categories: &[],
-        sub: &["status"],
-    },
-    Spec {
-        group: "",
-        version: "v1",
-        kind: "PodTemplate",
-        plural: "podtemplates",
-        namespaced: true,
-        short: &[],
-        categories: &[],
-        sub: &[],
-    },
-    Spec {
-        group: "apps",
-        version: "v1",
-        kind: "Deployment",
-        plural: "deployments",
-        namespaced: true,
-        short: &["deploy"],
-        categories: ALL,
-        sub: &["status", "scale"],
-    },
-    Spec {
-        group: "apps",
-        version: "v1",
-        kind: "ReplicaSet",
-        plural: "replicasets",
-        namespaced: true,
-        short: &["rs"],
-        categories: ALL,
-        sub: &["status", "scale"],
-    },
-    Spec {
-        group: "apps",
-        version: "v1",
-        kind: "DaemonSet",
-        plural: "daemonsets",
-        namespaced: true,
-        short: &["ds"],
-        categories: ALL,
-        sub: &["status"],
-    },
-    Spec {
-        group: "apps",
-        version: "v1",
-        kind: "StatefulSet",
-        plural: "statefulsets",
-        namespaced: true,
-        short: &["sts"],
-        categories: ALL,
-        sub: &["status", "scale"],
-    },
-    Spec {
-        group: "apps",
-        version: "v1",
-        kind: "ControllerRevision",
-        plural: "controllerrevisions",
-        namespaced: true,
-        short: &[],
-        categories: &[],
-        sub: &[],
-    },
-    Spec {
-        group: "batch",
-        version: "v1",
-        kind: "Job",
-        plural: "jobs",
-        namespaced: true,
-        short: &[],
-        categories: ALL,
-        sub: &["status"],
-    },
-    Spec {
-        group: "batch",
-        version: "v1",
-        kind: "CronJob",
-        plural: "cronjobs",
-        namespaced: true,
-        short: &["cj"],
-        categories: ALL,
-        sub: &["status"],
-    },
-    Spec {
-        group: "node.k8s.io",
-        version: "v1",
-        kind: "RuntimeClass",
-        plural: "runtimeclasses",
-        namespaced: false,
-        short: &[],
-        categories: &[],
-        sub: &[],
-    },
-    Spec {
-        group: "coordination.k8s.io",
-        version: "v1",
-        kind: "Lease",
-        plural: "leases",
-        namespaced: true,
-        short: &[],
-        categories: &[],
-        sub: &[],
-    },
-    Spec {
-        group: "discovery.k8s.io",
-        version: "v1",
-        kind: "EndpointSlice",
-        plural: "endpointslices",
-        namespaced: true,
-        short: &[],
-        categories: &[],
-        sub: &[],
-    },
-    Spec {
-        group: "events.k8s.io",
-        version: "v1",
-        kind: "Event",
-        plural: "events",
-        namespaced: true,
-        short: &["ev"],
-        categories: &[],
-        sub: &[],
-    },
-    Spec {
-        group: "windows.k8s.io",
-        version: "v1",
-        kind: "GMSACredentialSpec",
-        plural: "gmsacredentialspecs",
-        namespaced: false,
-        short: &[],
-        categories: &[],
-        sub: &[],
-    },
-];
 
 /// Every resource type the server knows, with lookups by URL segment, kind and short name.
 #[derive(Debug, Clone)]
@@ -416,6 +126,7 @@ impl Registry {
                     short_names: s.short.iter().map(|x| x.to_string()).collect(),
                     categories: s.categories.iter().map(|x| x.to_string()).collect(),
                     subresources: s.sub.iter().map(|x| x.to_string()).collect(),
+                    verbs: s.verbs.iter().map(|x| x.to_string()).collect(),
                 })
             })
             .collect();
@@ -499,6 +210,46 @@ mod tests {
         );
         let nodes = r.by_plural("", "v1", "nodes").expect("nodes registered");
         assert_eq!(nodes.key(None, "n1"), "/registry/nodes/n1");
+    }
+
+    #[test]
+    fn review_kinds_serve_only_create_and_stored_kinds_every_verb() {
+        let r = Registry::builtin();
+        for (api_version, kind) in [
+            ("authentication.k8s.io/v1", "TokenReview"),
+            ("authentication.k8s.io/v1", "SelfSubjectReview"),
+            ("authorization.k8s.io/v1", "SubjectAccessReview"),
+            ("authorization.k8s.io/v1", "SelfSubjectAccessReview"),
+            ("authorization.k8s.io/v1", "LocalSubjectAccessReview"),
+            ("authorization.k8s.io/v1", "SelfSubjectRulesReview"),
+        ] {
+            let t = r
+                .by_kind(api_version, kind)
+                .expect("review kind registered");
+            assert_eq!(t.verbs(), ["create"], "{kind}");
+            assert!(!t.supports("list"), "{kind}");
+        }
+        let local = r
+            .by_kind("authorization.k8s.io/v1", "LocalSubjectAccessReview")
+            .expect("registered");
+        assert!(local.namespaced);
+        let roles = r
+            .by_plural("rbac.authorization.k8s.io", "v1", "roles")
+            .expect("roles registered");
+        assert!(roles.namespaced && roles.supports("watch") && roles.verbs().len() == 8);
+        let csr = r
+            .by_kind("certificates.k8s.io/v1", "CertificateSigningRequest")
+            .expect("csr registered");
+        assert_eq!(csr.short_names, ["csr"]);
+        assert!(
+            !csr.namespaced && csr.has_subresource("approval") && csr.has_subresource("status")
+        );
+        let sa = r.by_plural("", "v1", "serviceaccounts").expect("sa");
+        assert!(sa.has_subresource("token"));
+        assert_eq!(
+            r.by_plural("", "v1", "pods").expect("pods").verbs(),
+            builtin::READ_WRITE
+        );
     }
 
     #[test]

@@ -343,6 +343,8 @@ pub fn prepare_for_update(rt: &ResourceType, new: &mut Value, old: &Value) {
         }
         ("", "Secret") => fold_string_data(new),
         ("", "Service") => carry_service_allocations(new, old),
+        // Upstream's CSR strategy: the request is immutable once made.
+        ("certificates.k8s.io", "CertificateSigningRequest") => copy_field(new, old, "spec"),
         _ => {}
     }
     if tracks_generation(rt) && desired_state_changed(rt, new, old) {

@@ -1,5 +1,6 @@
-//! Forwards one HTTP/1.1 request to a plain-HTTP backend and, when the backend switches
-//! protocols, splices the client's and the backend's upgraded connections.
+//! Forwards one HTTP/1.1 request to a backend (plain HTTP, or HTTPS with the caller's TLS client
+//! configuration) and, when the backend switches protocols, splices the client's and the
+//! backend's upgraded connections.
 //!
 //! This is the primitive behind the pod subresources that stream: the API server uses it towards
 //! the node agent (`pods/log`, `pods/exec`, `pods/attach`, `pods/portforward`), the agent uses it
@@ -14,10 +15,15 @@
 //! a backend that refuses one (containerd answers 403 to a websocket offer of `v5` only) is
 //! refused to the client too, which is what lets kubectl fall back to SPDY.
 //!
-//! Backends are reached over plain TCP (`http://` only): meant for loopback and trusted
-//! networks, like the kubelet's read-only port. There is no TLS and no authentication here.
+//! An `http://` target is reached over plain TCP (the agent towards containerd's streaming
+//! server on loopback). An `https://` target needs a [`Forwarder::with_tls`]: the TLS client
+//! configuration decides which server certificates are trusted and which client certificate is
+//! presented (the API server towards node agents, see `tandem_apiserver::node_proxy`). The
+//! upgraded stream is then spliced inside the TLS session, as upstream's upgrade-aware proxy
+//! dials the kubelet with the kubelet client's TLS configuration.
 
 use std::error::Error as StdError;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -27,7 +33,10 @@ use http::{Request, Response, StatusCode, Uri, Version};
 use hyper::body::{Body, Incoming};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
 
 /// How long [`forward`] waits for the TCP connection to the backend: Go's `net.Dialer` timeout
 /// in `http.DefaultTransport`, which the kubelet client and the upgrade dialer inherit.
@@ -50,9 +59,13 @@ const HOP_BY_HOP: [&str; 8] = [
 /// not a failure: its response is returned.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
-    /// The target is not an `http://host[:port]/path?query` URL.
-    #[error("invalid backend location {0:?}: expected http://host:port/path")]
+    /// The target is not an `http://` or `https://host[:port]/path?query` URL.
+    #[error("invalid backend location {0:?}: expected http://host:port/path or https://…")]
     InvalidTarget(String),
+    /// The target is `https://` but the forwarder has no TLS configuration
+    /// ([`Forwarder::with_tls`]).
+    #[error("backend location {0:?} needs TLS, which this forwarder is not configured for")]
+    TlsNotConfigured(String),
     /// The TCP connection to the backend failed (refused, unreachable, name not resolved).
     #[error("dial tcp {addr}")]
     Connect {
@@ -63,6 +76,14 @@ pub enum ProxyError {
     /// The TCP connection to the backend did not complete in time.
     #[error("dial tcp {addr}: i/o timeout after {timeout:?}")]
     ConnectTimeout { addr: String, timeout: Duration },
+    /// The TLS handshake with an `https://` backend failed (the backend refused the client's
+    /// certificate, or the client configuration refused the backend's).
+    #[error("tls handshake with {addr}")]
+    Tls {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// The HTTP/1.1 connection to the backend could not be set up.
     #[error("HTTP/1.1 handshake with {addr} failed")]
     Handshake {
@@ -83,25 +104,38 @@ pub enum ProxyError {
 }
 
 impl ProxyError {
-    /// Whether the backend could not be reached at all (upstream's "error dialing backend").
+    /// Whether the backend could not be reached at all (upstream's "error dialing backend"). A
+    /// failed TLS handshake counts: Go's TLS dialer fails the dial itself.
     pub fn is_dial(&self) -> bool {
         matches!(
             self,
-            ProxyError::Connect { .. } | ProxyError::ConnectTimeout { .. }
+            ProxyError::Connect { .. } | ProxyError::ConnectTimeout { .. } | ProxyError::Tls { .. }
         )
     }
 }
 
-/// Forwards requests with a given connect timeout. [`forward`] uses the defaults.
-#[derive(Debug, Clone)]
+/// Forwards requests with a given connect timeout and, for `https://` targets, a TLS client
+/// configuration. [`forward`] uses the defaults (plain HTTP only). Cloning is cheap.
+#[derive(Clone)]
 pub struct Forwarder {
     connect_timeout: Duration,
+    tls: Option<TlsConnector>,
+}
+
+impl std::fmt::Debug for Forwarder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forwarder")
+            .field("connect_timeout", &self.connect_timeout)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
 }
 
 impl Default for Forwarder {
     fn default() -> Self {
         Forwarder {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            tls: None,
         }
     }
 }
@@ -127,8 +161,18 @@ impl Forwarder {
         self
     }
 
-    /// Sends `req` to `target`, an `http://host[:port]/path?query` URL that replaces the
-    /// request's own URI, over a new HTTP/1.1 connection, and returns the backend's response.
+    /// The same forwarder, able to reach `https://` targets with `config`: its verifier decides
+    /// whether a backend's certificate is accepted and its client certificate, if any, is
+    /// presented. Its ALPN list should offer only `http/1.1` (or nothing): the forwarded request
+    /// is HTTP/1.1 whatever the backend negotiates. `http://` targets still go over plain TCP.
+    pub fn with_tls(mut self, config: Arc<rustls::ClientConfig>) -> Self {
+        self.tls = Some(TlsConnector::from(config));
+        self
+    }
+
+    /// Sends `req` to `target`, an `http://` or `https://host[:port]/path?query` URL that
+    /// replaces the request's own URI, over a new HTTP/1.1 connection (inside TLS for
+    /// `https://`), and returns the backend's response.
     ///
     /// - The method, the body (streamed) and the end-to-end headers are kept; hop-by-hop headers
     ///   are dropped, except that an upgrade request (one whose `Connection` names `upgrade`, as
@@ -175,6 +219,7 @@ impl Forwarder {
         *outgoing.headers_mut() = headers;
 
         let stream = self.connect(&location).await?;
+        let stream = self.secure(&location, stream).await?;
         let addr = location.addr();
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
@@ -230,7 +275,37 @@ impl Forwarder {
         let _ = stream.set_nodelay(true);
         Ok(stream)
     }
+
+    /// The connection the request goes over: `tcp` itself for `http://`, a TLS session on it
+    /// for `https://`.
+    async fn secure(
+        &self,
+        location: &Location,
+        tcp: TcpStream,
+    ) -> Result<Box<dyn Connection>, ProxyError> {
+        if !location.tls {
+            return Ok(Box::new(tcp));
+        }
+        let Some(connector) = &self.tls else {
+            return Err(ProxyError::TlsNotConfigured(location.target.clone()));
+        };
+        let name = ServerName::try_from(location.host.clone())
+            .map_err(|_| ProxyError::InvalidTarget(location.target.clone()))?;
+        let stream = connector
+            .connect(name, tcp)
+            .await
+            .map_err(|source| ProxyError::Tls {
+                addr: location.addr(),
+                source,
+            })?;
+        Ok(Box::new(stream))
+    }
 }
+
+/// A byte stream to a backend: plain TCP or TLS over it.
+trait Connection: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Connection for T {}
 
 /// Whether a request asks to switch protocols: a `Connection` header naming `upgrade`, compared
 /// case-insensitively, as upstream's `httpstream.IsUpgradeRequest`.
@@ -290,9 +365,13 @@ async fn splice(client: OnUpgrade, backend: OnUpgrade, addr: String) {
     }
 }
 
-/// A parsed `http://host:port/path?query` target.
+/// A parsed `http://` or `https://host:port/path?query` target.
 #[derive(Debug)]
 struct Location {
+    /// The target as given, for messages.
+    target: String,
+    /// `https://`: the connection is a TLS session.
+    tls: bool,
     authority: Authority,
     /// The host to connect to: an IPv6 literal without its brackets.
     host: String,
@@ -304,9 +383,11 @@ impl Location {
     fn parse(target: &str) -> Result<Location, ProxyError> {
         let invalid = || ProxyError::InvalidTarget(target.to_string());
         let uri: Uri = target.parse().map_err(|_| invalid())?;
-        if uri.scheme_str() != Some("http") {
-            return Err(invalid());
-        }
+        let (tls, default_port) = match uri.scheme_str() {
+            Some("http") => (false, 80),
+            Some("https") => (true, 443),
+            _ => return Err(invalid()),
+        };
         let authority = uri.authority().cloned().ok_or_else(invalid)?;
         let host = authority.host();
         let host = host
@@ -317,12 +398,14 @@ impl Location {
         if host.is_empty() {
             return Err(invalid());
         }
-        let port = authority.port_u16().unwrap_or(80);
+        let port = authority.port_u16().unwrap_or(default_port);
         let path_and_query = uri
             .path_and_query()
             .cloned()
             .unwrap_or_else(|| PathAndQuery::from_static("/"));
         Ok(Location {
+            target: target.to_string(),
+            tls,
             authority,
             host,
             port,

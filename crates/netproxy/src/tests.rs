@@ -160,24 +160,32 @@ impl Body for ChannelBody {
 /// A front server that forwards every request to `backend`, keeping path and query, and
 /// answers 502 when forwarding fails.
 async fn front(backend: SocketAddr) -> SocketAddr {
-    serve(move |req: Request<Incoming>| async move {
-        let target = format!(
-            "http://{backend}{}",
-            req.uri()
-                .path_and_query()
-                .map(|p| p.as_str())
-                .unwrap_or("/")
-        );
-        match forward(req, &target).await {
-            Ok(resp) => resp.map(|b| b.boxed()),
-            Err(e) => Response::builder()
-                .status(StatusCode::BAD_GATEWAY)
-                .body(
-                    Full::new(Bytes::from(e.to_string()))
-                        .map_err(|never| match never {})
-                        .boxed(),
-                )
-                .expect("response"),
+    front_with(Forwarder::default(), format!("http://{backend}")).await
+}
+
+/// [`front`] with a given forwarder and backend base URL (`https://…` for a TLS backend).
+async fn front_with(forwarder: Forwarder, base: String) -> SocketAddr {
+    serve(move |req: Request<Incoming>| {
+        let (forwarder, base) = (forwarder.clone(), base.clone());
+        async move {
+            let target = format!(
+                "{base}{}",
+                req.uri()
+                    .path_and_query()
+                    .map(|p| p.as_str())
+                    .unwrap_or("/")
+            );
+            match forwarder.forward(req, &target).await {
+                Ok(resp) => resp.map(|b| b.boxed()),
+                Err(e) => Response::builder()
+                    .status(StatusCode::BAD_GATEWAY)
+                    .body(
+                        Full::new(Bytes::from(e.to_string()))
+                            .map_err(|never| match never {})
+                            .boxed(),
+                    )
+                    .expect("response"),
+            }
         }
     })
     .await
@@ -348,8 +356,8 @@ async fn unreachable_backend_is_a_dial_error() {
 }
 
 #[tokio::test]
-async fn only_plain_http_targets_are_accepted() {
-    for target in ["https://127.0.0.1:1/x", "/relative", "http:///nohost"] {
+async fn only_http_and_https_urls_are_targets_and_https_needs_tls() {
+    for target in ["ftp://127.0.0.1:1/x", "/relative", "http:///nohost"] {
         let req = Request::get("/")
             .body(Empty::<Bytes>::new())
             .expect("request");
@@ -359,6 +367,183 @@ async fn only_plain_http_targets_are_accepted() {
             "{target}: {err:?}"
         );
     }
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let req = Request::get("/")
+        .body(Empty::<Bytes>::new())
+        .expect("request");
+    let err = forward(req, &format!("https://{addr}/x"))
+        .await
+        .expect_err("no TLS configuration");
+    assert!(matches!(err, ProxyError::TlsNotConfigured(_)), "{err:?}");
+}
+
+/// A CA, and a serving and a client certificate it signed, for the TLS tests.
+struct TestPki {
+    ca: rustls::pki_types::CertificateDer<'static>,
+    server: (
+        rustls::pki_types::CertificateDer<'static>,
+        rustls::pki_types::PrivateKeyDer<'static>,
+    ),
+    client: (
+        rustls::pki_types::CertificateDer<'static>,
+        rustls::pki_types::PrivateKeyDer<'static>,
+    ),
+}
+
+impl TestPki {
+    fn new() -> TestPki {
+        let ca_key = rcgen::KeyPair::generate().expect("key");
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_cert = ca.self_signed(&ca_key).expect("CA");
+        let issuer = rcgen::Issuer::new(ca, &ca_key);
+        let leaf = |sans: Vec<String>, purpose| {
+            let key = rcgen::KeyPair::generate().expect("key");
+            let mut params = rcgen::CertificateParams::new(sans).expect("params");
+            params.extended_key_usages = vec![purpose];
+            let cert = params.signed_by(&key, &issuer).expect("sign");
+            let key = rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der());
+            (cert.der().clone(), key.into())
+        };
+        TestPki {
+            server: leaf(
+                vec!["127.0.0.1".into()],
+                rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+            ),
+            client: leaf(Vec::new(), rcgen::ExtendedKeyUsagePurpose::ClientAuth),
+            ca: ca_cert.der().clone(),
+        }
+    }
+
+    fn roots(&self) -> Arc<rustls::RootCertStore> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.ca.clone()).expect("CA");
+        Arc::new(roots)
+    }
+
+    /// A server configuration that requires a client certificate this CA signed.
+    fn server_config(&self) -> Arc<rustls::ServerConfig> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            self.roots(),
+            provider.clone(),
+        )
+        .build()
+        .expect("verifier");
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(vec![self.server.0.clone()], self.server.1.clone_key())
+            .expect("server config");
+        Arc::new(config)
+    }
+
+    /// A client configuration that trusts `roots` and presents this PKI's client certificate.
+    fn client_config(&self, roots: Arc<rustls::RootCertStore>) -> Arc<rustls::ClientConfig> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_client_auth_cert(vec![self.client.0.clone()], self.client.1.clone_key())
+            .expect("client config");
+        Arc::new(config)
+    }
+}
+
+/// Serves `handler` over TLS with `config`, HTTP/1.1 with upgrades.
+async fn serve_tls<F, Fut>(config: Arc<rustls::ServerConfig>, handler: F) -> SocketAddr
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Response<TestBody>> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (handler, acceptor) = (handler.clone(), acceptor.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(move |req| {
+                    let handler = handler.clone();
+                    async move { Ok::<_, Infallible>(handler(req).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tls), service)
+                    .with_upgrades()
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn https_backend_gets_requests_and_upgrades_inside_tls_with_the_client_certificate() {
+    let pki = TestPki::new();
+    let state = Arc::new(Backend::default());
+    let st = state.clone();
+    let backend_addr = serve_tls(pki.server_config(), move |req| backend(st.clone(), req)).await;
+    let forwarder = Forwarder::new().with_tls(pki.client_config(pki.roots()));
+    let front_addr = front_with(forwarder, format!("https://{backend_addr}")).await;
+
+    let mut sender = client(front_addr).await;
+    let req = Request::get("/forbidden")
+        .body(Empty::new())
+        .expect("request");
+    let resp = within("response", sender.send_request(req))
+        .await
+        .expect("response");
+    assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+
+    let mut sender = client(front_addr).await;
+    let req = Request::post("/echo")
+        .header(header::CONNECTION, "Upgrade")
+        .header(header::UPGRADE, "SPDY/3.1")
+        .body(Empty::new())
+        .expect("request");
+    let resp = within("101", sender.send_request(req))
+        .await
+        .expect("response");
+    assert_eq!(resp.status(), StatusCode::SWITCHING_PROTOCOLS);
+    let upgraded = within("client upgrade", hyper::upgrade::on(resp))
+        .await
+        .expect("upgraded");
+    let mut io = TokioIo::new(upgraded);
+    io.write_all(b"through tls").await.expect("write");
+    let mut buf = [0u8; 11];
+    within("echo", io.read_exact(&mut buf)).await.expect("read");
+    assert_eq!(&buf, b"through tls");
+    assert_eq!(state.seen.lock().expect("lock").len(), 2);
+}
+
+#[tokio::test]
+async fn an_https_backend_the_client_configuration_does_not_trust_is_a_dial_error() {
+    let pki = TestPki::new();
+    let backend_addr = serve_tls(pki.server_config(), |_req| async {
+        Response::new(full(""))
+    })
+    .await;
+    let stranger = TestPki::new();
+    let forwarder = Forwarder::new().with_tls(pki.client_config(stranger.roots()));
+    let req = Request::get("/")
+        .body(Empty::<Bytes>::new())
+        .expect("request");
+    let err = forwarder
+        .forward(req, &format!("https://{backend_addr}/x"))
+        .await
+        .expect_err("untrusted server certificate");
+    assert!(matches!(err, ProxyError::Tls { .. }), "{err:?}");
+    assert!(err.is_dial());
+    assert_eq!(
+        err.to_string(),
+        format!("tls handshake with {backend_addr}")
+    );
 }
 
 #[test]

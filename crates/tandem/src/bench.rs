@@ -216,6 +216,7 @@ pub(crate) async fn bench_server()
         allow_privileged: true,
         upstream_os_placement: false,
         service_cidr: "10.96.0.0/12".to_string(),
+        authorization_mode: Default::default(),
     };
     let (server, _store) = crate::cluster::start(&args).await?;
     let client = crate::cluster::client_from(&args.kubeconfig_path()).await?;
@@ -252,6 +253,7 @@ async fn api(b: ApiBench) -> anyhow::Result<()> {
         allow_privileged: true,
         upstream_os_placement: false,
         service_cidr: "10.96.0.0/12".to_string(),
+        authorization_mode: Default::default(),
     };
     let (server, _store) = crate::cluster::start(&args).await?;
     let kubeconfig = kube::config::Kubeconfig::read_from(args.data_dir.join("kubeconfig"))?;

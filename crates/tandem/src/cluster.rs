@@ -34,6 +34,7 @@ pub async fn start(args: &ServerArgs) -> anyhow::Result<(ApiServer, Arc<SqliteSt
     let options = Options {
         allow_privileged: args.allow_privileged,
         service_ranges,
+        authorization: args.authorization_mode,
     };
     let server = ApiServer::start_with_options(config, dyn_store, options)
         .await
@@ -61,6 +62,43 @@ pub async fn client_from(path: &std::path::Path) -> anyhow::Result<kube::Client>
     kube::Client::try_from(config).context("cannot build the API client")
 }
 
+/// How long the certificates minted for tandem's own components are valid; they are minted
+/// again at every start.
+const COMPONENT_CERT_VALIDITY: std::time::Duration =
+    std::time::Duration::from_secs(365 * 24 * 3600);
+
+/// A client of `server` that authenticates as `user` in `groups` with a client certificate the
+/// cluster CA signs now: each component gets an identity of its own, as upstream's
+/// kube-scheduler, kube-controller-manager and kubelets have (see `docs/architecture.md`,
+/// "Who may do what"). `http2` selects the HTTP/2 client (see `h2_client`).
+pub async fn identity_client(
+    server: &ApiServer,
+    user: &str,
+    groups: &[&str],
+    http2: bool,
+) -> anyhow::Result<kube::Client> {
+    let addr = server.local_addr;
+    let host = if addr.ip().is_unspecified() {
+        std::net::IpAddr::from([127, 0, 0, 1])
+    } else {
+        addr.ip()
+    };
+    let url = format!("https://{}", std::net::SocketAddr::new(host, addr.port()));
+    let yaml = server
+        .pki
+        .mint_kubeconfig(&url, user, groups, COMPONENT_CERT_VALIDITY)
+        .with_context(|| format!("cannot issue a certificate for {user}"))?;
+    let kubeconfig =
+        kube::config::Kubeconfig::from_yaml(&yaml).context("invalid minted kubeconfig")?;
+    if http2 {
+        return crate::h2_client::client_from_kubeconfig(kubeconfig).await;
+    }
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .context("invalid minted kubeconfig")?;
+    kube::Client::try_from(config).context("cannot build the API client")
+}
+
 /// Runs the control plane — and, for `tandem up` (`up` is `Some`), the node agents — until
 /// Ctrl-C or SIGTERM.
 pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
@@ -80,23 +118,47 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
     }
     let (server, _store) = start(&args).await?;
     let kubeconfig = args.kubeconfig_path();
+    // The admin client installs what kubeadm would (the DNS Service); every component runs as
+    // an identity of its own with the bootstrap RBAC policy's least privilege.
     let client = client_from(&kubeconfig).await?;
-    tandem_controllers::start_all(client.clone(), server.state.registry.clone());
+    let controllers_client =
+        identity_client(&server, "system:kube-controller-manager", &[], false).await?;
+    tandem_controllers::start_all(controllers_client.clone(), server.state.registry.clone());
+    tokio::spawn(tandem_controllers::root_ca_publisher::run(
+        controllers_client.clone(),
+        server.pki.ca_pem.clone(),
+    ));
+    // The CSR approver and signer: nodes joining with a token get their client certificates.
+    tandem_controllers::certificates::start(
+        controllers_client,
+        server.pki.ca_pem.clone(),
+        server.pki.ca_key_pem.clone(),
+        tandem_controllers::certificates::csr::DEFAULT_MAX_DURATION,
+    );
     let sched = tandem_scheduler::SchedulerOptions {
         upstream_os_placement: args.upstream_os_placement,
         ..Default::default()
     };
     // The scheduler gets an HTTP/2 connection of its own, as kube-scheduler has through
     // client-go: its bindings do not queue behind the controllers' requests.
-    let scheduler_client = crate::h2_client::client_from(&kubeconfig).await?;
+    let scheduler_client = identity_client(&server, "system:kube-scheduler", &[], true).await?;
     tokio::spawn(tandem_scheduler::run(scheduler_client, sched));
 
+    let join_token = crate::identity::ensure_join_token(&server, &client, &args.data_dir).await;
     println!(
         "tandem API server listening on https://{}",
         server.local_addr
     );
     println!("  data dir:   {}", args.data_dir.display());
     println!("  kubeconfig: {}", kubeconfig.display());
+    match &join_token {
+        Ok(_) => println!(
+            "  join token: {} (tandem agent --server URL --token \"$(cat {})\" …)",
+            args.data_dir.join("join-token").display(),
+            args.data_dir.join("join-token").display()
+        ),
+        Err(e) => println!("  join token: none — {e:#}"),
+    }
     println!(
         "  control plane: API server, scheduler, controllers (garbage collector, namespaces, service accounts,"
     );
@@ -118,6 +180,18 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
         for mut node in node_configs {
             let node_dir = args.data_dir.join("nodes").join(&node.name);
             node.state_dir = Some(node_dir.clone());
+            // The streaming server accepts only the API server's client certificate, from
+            // this CA.
+            node.cluster_ca_pem = Some(server.pki.ca_pem.clone());
+            // Each agent is `system:node:NAME` in `system:nodes`: the Node authorizer and
+            // NodeRestriction confine it to its own Node, Lease, pods and their objects.
+            let node_client = identity_client(
+                &server,
+                &format!("system:node:{}", node.name),
+                &["system:nodes"],
+                false,
+            )
+            .await?;
             let build = node
                 .windows_build
                 .map(|b| format!(" build {b}"))
@@ -161,7 +235,7 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
                                         &mut node,
                                         &node_dir,
                                         ctrd,
-                                        client.clone(),
+                                        node_client.clone(),
                                     )
                                     .await
                                 }
@@ -200,7 +274,7 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
             }
             if runtime.is_none() && up.emulated_pod_network == crate::Toggle::On {
                 let (line, proxy) =
-                    start_emulated_network(&mut node, &args, up, &networks, client.clone()).await;
+                    start_emulated_network(&mut node, &server, &args, up, &networks).await;
                 what.push_str(&line);
                 if let Some(net) = &node.pod_network {
                     emulated_networks.push(net.clone());
@@ -213,7 +287,7 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
                 node.os.as_str(),
                 build
             );
-            let client = client.clone();
+            let client = node_client;
             tokio::spawn(async move {
                 let name = node.name.clone();
                 let result = match runtime {
@@ -264,10 +338,10 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
 /// DNS when the machine runs one. Returns what `tandem up` prints about it.
 async fn start_emulated_network(
     node: &mut NodeConfig,
+    server: &ApiServer,
     args: &ServerArgs,
     up: &UpArgs,
     networks: &[crate::node_network::NodeNetwork],
-    client: kube::Client,
 ) -> (String, Option<tandem_proxy::ServiceProxy>) {
     let Some(pod_cidr) = node.pod_cidr.clone() else {
         return (
@@ -295,7 +369,8 @@ async fn start_emulated_network(
             );
             let mut proxy = None;
             if spec.windows && networks.iter().any(|n| n.proxy.is_some()) {
-                match start_windows_proxy(client, args, up, node, &net).await {
+                let client = identity_client(server, PROXY_USER, &[], false).await;
+                match async { start_windows_proxy(client?, args, up, node, &net).await }.await {
                     Ok(p) => {
                         line.push_str(&format!(
                             "; Windows data plane emulated in nftables table ip tandem-{}",
@@ -384,7 +459,14 @@ async fn start_node_network(
         bridge: ctrd.bridge_name().to_string(),
         gateway,
     };
-    let network = crate::node_network::NodeNetwork::start(client, &settings).await;
+    let clients = match node_network_clients(server, client.clone()).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %format!("{e:#}"), "the service proxy and DNS run as the admin: no certificates of their own");
+            crate::node_network::Clients::all(client)
+        }
+    };
+    let network = crate::node_network::NodeNetwork::start(clients, &settings).await;
     if network.proxy.is_some() {
         node.labels.insert(
             tandem_controllers::service_lb::SERVICE_PROXY_LABEL.to_string(),
@@ -396,6 +478,34 @@ async fn start_node_network(
     }
     node.cluster_domain = up.cluster_domain.clone();
     network
+}
+
+/// The user the service proxies run as (upstream's kube-proxy, bound to `system:node-proxier`).
+const PROXY_USER: &str = "system:kube-proxy";
+/// The user the cluster DNS runs as: the `kube-system/coredns` ServiceAccount kubeadm's CoreDNS
+/// addon binds `system:coredns` to.
+const DNS_USER: &str = "system:serviceaccount:kube-system:coredns";
+
+/// The proxy's and the DNS's clients, each its own identity; `installer` (the admin) publishes
+/// the DNS Service, as kubeadm's addon installer does.
+async fn node_network_clients(
+    server: &ApiServer,
+    installer: kube::Client,
+) -> anyhow::Result<crate::node_network::Clients> {
+    Ok(crate::node_network::Clients {
+        proxy: identity_client(server, PROXY_USER, &[], false).await?,
+        dns: identity_client(
+            server,
+            DNS_USER,
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:kube-system",
+            ],
+            false,
+        )
+        .await?,
+        installer,
+    })
 }
 
 /// Gives node n the n-th /24 of `cluster_cidr` (an IPv4 /16) as its pod CIDR.
@@ -461,9 +571,23 @@ pub async fn run_scheduler(args: SchedulerArgs) -> anyhow::Result<()> {
 /// Flags of `tandem agent`, named as the kubelet's.
 #[derive(Args, Clone, Debug)]
 pub struct AgentArgs {
-    /// Kubeconfig with credentials for the API server to join.
-    #[arg(long)]
-    pub kubeconfig: PathBuf,
+    /// Kubeconfig with credentials for the API server to join (or use `--server` and
+    /// `--token`).
+    #[arg(long, required_unless_present = "token")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The API server to join with `--token`, `https://HOST:PORT`.
+    #[arg(long, requires = "token")]
+    pub server: Option<String>,
+    /// The join token `tandem server` wrote to `<data-dir>/join-token`
+    /// (`K10<CA hash>::<id>.<secret>`): the agent pins the server's CA from it, requests its
+    /// client certificate through a CertificateSigningRequest and keeps it in the state dir.
+    #[arg(
+        long,
+        env = "TANDEM_TOKEN",
+        requires = "server",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
     /// The node's name.
     #[arg(long)]
     pub hostname_override: String,
@@ -529,6 +653,44 @@ pub struct AgentArgs {
     pub dns_upstream: Option<String>,
 }
 
+/// Joins the cluster at `server` with a join token: the CA is pinned from the token, the
+/// client certificate comes through a CertificateSigningRequest (approved automatically for
+/// bootstrap tokens), and a task renews it before it expires. Returns the node's kubeconfig.
+async fn join(
+    server: &str,
+    token: &str,
+    node_name: &str,
+    node_dir: &std::path::Path,
+) -> anyhow::Result<PathBuf> {
+    use tandem_agent::bootstrap;
+    let token = bootstrap::parse_join_token(token).context("invalid --token")?;
+    std::fs::create_dir_all(node_dir)
+        .with_context(|| format!("cannot create {}", node_dir.display()))?;
+    println!("tandem agent: joining {server} as node {node_name} …");
+    let kubeconfig = bootstrap::join(server, &token, node_name, node_dir)
+        .await
+        .with_context(|| format!("cannot join {server}"))?;
+    println!(
+        "tandem agent: joined; credentials in {}",
+        kubeconfig.display()
+    );
+    let (server, path, name) = (
+        server.to_string(),
+        kubeconfig.clone(),
+        node_name.to_string(),
+    );
+    tokio::spawn(async move {
+        let renewed = |_client: kube::Client| {
+            tracing::info!(
+                "renewed the node's client certificate (used from the next start of the agent)"
+            );
+        };
+        let Err(e) = bootstrap::rotate(&server, &path, &name, renewed).await;
+        tracing::error!(error = %e, "cannot renew the node's client certificate");
+    });
+    Ok(kubeconfig)
+}
+
 /// Runs one node agent until Ctrl-C or SIGTERM.
 pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     use std::net::IpAddr;
@@ -571,7 +733,20 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| PathBuf::from(".tandem-agent").join(&node.name));
     node.state_dir = args.state_dir.clone();
     node.validate()?;
-    let client = client_from(&args.kubeconfig).await?;
+    let kubeconfig = match (&args.kubeconfig, &args.server, &args.token) {
+        (Some(path), _, None) => path.clone(),
+        (_, Some(server), Some(token)) => join(server, token, &node.name, &node_dir).await?,
+        _ => anyhow::bail!("pass --kubeconfig, or --server with --token"),
+    };
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig)
+            .with_context(|| format!("cannot read kubeconfig {}", kubeconfig.display()))?,
+        &Default::default(),
+    )
+    .await
+    .context("invalid kubeconfig")?;
+    node.cluster_ca_pem = tandem_agent::config::cluster_ca_pem(&config);
+    let client = kube::Client::try_from(config).context("cannot build the API client")?;
     let shutdown = tokio::spawn(wait_for_shutdown());
     let mut cri = None;
     let mut network = None;
@@ -623,7 +798,11 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
                 bridge: ctrd.bridge_name().to_string(),
                 gateway: ctrd.gateway(),
             };
-            let net = crate::node_network::NodeNetwork::start(client.clone(), &settings).await;
+            let net = crate::node_network::NodeNetwork::start(
+                crate::node_network::Clients::all(client.clone()),
+                &settings,
+            )
+            .await;
             if net.proxy.is_some() {
                 node.labels.insert(
                     tandem_controllers::service_lb::SERVICE_PROXY_LABEL.to_string(),

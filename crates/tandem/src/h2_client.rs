@@ -20,6 +20,13 @@ use kube::client::ConfigExt;
 pub async fn client_from(path: &Path) -> anyhow::Result<kube::Client> {
     let kubeconfig = kube::config::Kubeconfig::read_from(path)
         .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+    client_from_kubeconfig(kubeconfig).await
+}
+
+/// As [`client_from`], for a kubeconfig already read.
+pub async fn client_from_kubeconfig(
+    kubeconfig: kube::config::Kubeconfig,
+) -> anyhow::Result<kube::Client> {
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .context("invalid kubeconfig")?;

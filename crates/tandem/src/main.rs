@@ -8,6 +8,7 @@ mod bench_startup;
 mod cluster;
 mod cri_node;
 mod h2_client;
+mod identity;
 mod node_network;
 
 use std::net::{IpAddr, SocketAddr};
@@ -43,6 +44,9 @@ enum Command {
     /// Runs a scheduler alone against an API server, as kube-scheduler runs beside
     /// kube-apiserver (a second scheduler takes the pods that name it in `spec.schedulerName`).
     Scheduler(cluster::SchedulerArgs),
+    /// Mints a kubeconfig for a person (`--user`, `--group`), signed by the cluster CA in the
+    /// data dir, so RBAC can be tried as the documentation describes.
+    Kubeconfig(identity::KubeconfigArgs),
     /// Runs benchmarks and prints their figures.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -78,6 +82,9 @@ pub struct ServerArgs {
         default_value = "10.96.0.0/12"
     )]
     pub service_cidr: String,
+    /// Which authorizers run, as kube-apiserver's flag: `Node,RBAC` (default) or `AlwaysAllow`.
+    #[arg(long, default_value = "Node,RBAC")]
+    pub authorization_mode: tandem_apiserver::auth::authz::AuthorizationMode,
 }
 
 /// Flags of `tandem up`.
@@ -163,6 +170,7 @@ fn main() -> anyhow::Result<()> {
             }
             Command::Agent(args) => cluster::run_agent(*args).await,
             Command::Scheduler(args) => cluster::run_scheduler(args).await,
+            Command::Kubeconfig(args) => identity::mint_kubeconfig(&args),
             Command::Bench(cmd) => bench::run(cmd).await,
         }
     })

@@ -37,12 +37,33 @@ pub struct NodeNetwork {
     cluster_dns: Ipv4Addr,
 }
 
+/// The API clients of a node's data plane.
+pub struct Clients {
+    /// The service proxy's (`system:kube-proxy`).
+    pub proxy: kube::Client,
+    /// The DNS server's (the `kube-system/kube-dns` ServiceAccount).
+    pub dns: kube::Client,
+    /// Publishes the DNS Service and its EndpointSlice, as an addon installer would.
+    pub installer: kube::Client,
+}
+
+impl Clients {
+    /// One client for every part (`tandem agent`, which has one identity).
+    pub fn all(client: kube::Client) -> Clients {
+        Clients {
+            proxy: client.clone(),
+            dns: client.clone(),
+            installer: client,
+        }
+    }
+}
+
 impl NodeNetwork {
     /// Starts the proxy and the DNS server. Neither failing stops the node: it then runs
     /// without that part of the data plane, and the summary says why.
-    pub async fn start(client: kube::Client, s: &NetworkSettings) -> NodeNetwork {
+    pub async fn start(clients: Clients, s: &NetworkSettings) -> NodeNetwork {
         let mut summary = Vec::new();
-        let proxy = match start_proxy(client.clone(), s).await {
+        let proxy = match start_proxy(clients.proxy, s).await {
             Ok(p) => {
                 summary.push(format!(
                     "service proxy: nftables table ip {} (ClusterIP, NodePort, LoadBalancer on this node's addresses)",
@@ -55,7 +76,7 @@ impl NodeNetwork {
                 None
             }
         };
-        let dns = match start_dns(client, s).await {
+        let dns = match start_dns(clients.dns, clients.installer, s).await {
             Ok(d) => {
                 let at = d
                     .local_addrs()
@@ -128,6 +149,7 @@ async fn start_proxy(client: kube::Client, s: &NetworkSettings) -> anyhow::Resul
 
 async fn start_dns(
     client: kube::Client,
+    installer: kube::Client,
     s: &NetworkSettings,
 ) -> anyhow::Result<tandem_dns::DnsServer> {
     // Port 53 on the gateway when free (pods could then also use the gateway directly); any
@@ -148,7 +170,7 @@ async fn start_dns(
                     .copied()
                     .context("the DNS server listens nowhere")?;
                 tandem_dns::register_service(
-                    &client,
+                    &installer,
                     IpAddr::V4(s.cluster_dns),
                     endpoint,
                     &s.node_name,

@@ -15,6 +15,7 @@
 //! | [`tolerations`] | `pkg/util/tolerations/merge.DoTolerationsMerge` |
 //! | [`gmsa`] | the `kubernetes-sigs/windows-gmsa` admission webhook, built in |
 //! | [`default_tolerations`] | the `DefaultTolerationSeconds` admission plugin |
+//! | [`service_account`] | the `ServiceAccount` admission plugin's pod mutation (run by the API server, which looks up the account) |
 //! | [`warnings`] | beyond upstream: fields the API accepts but Windows nodes cannot honour |
 
 pub mod default_tolerations;
@@ -22,6 +23,7 @@ pub mod gmsa;
 pub mod host_process;
 pub mod pod_os;
 pub mod runtime_class;
+pub mod service_account;
 pub mod tolerations;
 pub mod warnings;
 pub mod windows_options;

@@ -17,6 +17,7 @@
 //!   kind's PATCH request body accepts `application/strategic-merge-patch+json`, reading
 //!   `x-kubernetes-patch-strategy`/`-merge-key` from the properties.
 
+mod params;
 mod routes;
 mod schemas;
 mod v2;
@@ -135,7 +136,8 @@ mod tests {
     #[test]
     fn patch_operations_advertise_field_validation() {
         let registry = Registry::builtin();
-        for t in registry.all() {
+        // The create-only reviews have no PATCH at all; their POST is checked below.
+        for t in registry.all().iter().filter(|t| t.supports("patch")) {
             let doc = v3_group_version(&index_key(&t.group, &t.version)).expect("test invariant");
             let gvk = json!({ "group": t.group, "kind": t.kind, "version": t.version });
             let patches: Vec<&Value> = doc["paths"]

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use k8s_openapi::api::{
-    apps, autoscaling, batch, coordination, core, discovery, events, node, policy,
+    apps, authentication, authorization, autoscaling, batch, certificates, coordination, core,
+    discovery, events, node, policy, rbac,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
@@ -45,8 +46,9 @@ macro_rules! typed_kinds {
     };
 }
 
-/// Every kind with a typed schema: the served resources (see `registry::BUILTIN`) and the kinds
-/// their subresources and errors speak (Status, Scale, Binding, Eviction).
+/// Every kind with a typed schema: the served resources (see `registry/builtin.rs`) and the
+/// kinds their subresources and errors speak (Status, Scale, Binding, Eviction, TokenRequest).
+/// The create-only review kinds have no `<Kind>List`, as upstream publishes none.
 const TYPED_KINDS: &[TypedKind] = typed_kinds! {
     "v1" "Namespace" => core::v1::Namespace, list: true;
     "v1" "Pod" => core::v1::Pod, list: true;
@@ -74,10 +76,22 @@ const TYPED_KINDS: &[TypedKind] = typed_kinds! {
     "coordination.k8s.io/v1" "Lease" => coordination::v1::Lease, list: true;
     "discovery.k8s.io/v1" "EndpointSlice" => discovery::v1::EndpointSlice, list: true;
     "events.k8s.io/v1" "Event" => events::v1::Event, list: true;
+    "authentication.k8s.io/v1" "SelfSubjectReview" => authentication::v1::SelfSubjectReview, list: false;
+    "authentication.k8s.io/v1" "TokenReview" => authentication::v1::TokenReview, list: false;
+    "authorization.k8s.io/v1" "LocalSubjectAccessReview" => authorization::v1::LocalSubjectAccessReview, list: false;
+    "authorization.k8s.io/v1" "SelfSubjectAccessReview" => authorization::v1::SelfSubjectAccessReview, list: false;
+    "authorization.k8s.io/v1" "SelfSubjectRulesReview" => authorization::v1::SelfSubjectRulesReview, list: false;
+    "authorization.k8s.io/v1" "SubjectAccessReview" => authorization::v1::SubjectAccessReview, list: false;
+    "certificates.k8s.io/v1" "CertificateSigningRequest" => certificates::v1::CertificateSigningRequest, list: true;
+    "rbac.authorization.k8s.io/v1" "ClusterRoleBinding" => rbac::v1::ClusterRoleBinding, list: true;
+    "rbac.authorization.k8s.io/v1" "ClusterRole" => rbac::v1::ClusterRole, list: true;
+    "rbac.authorization.k8s.io/v1" "RoleBinding" => rbac::v1::RoleBinding, list: true;
+    "rbac.authorization.k8s.io/v1" "Role" => rbac::v1::Role, list: true;
     "v1" "Status" => meta::Status, list: false;
     "v1" "Binding" => core::v1::Binding, list: false;
     "autoscaling/v1" "Scale" => autoscaling::v1::Scale, list: false;
     "policy/v1" "Eviction" => policy::v1::Eviction, list: false;
+    "authentication.k8s.io/v1" "TokenRequest" => authentication::v1::TokenRequest, list: false;
 };
 
 /// The built definitions and the index from group-version-kind to definition name.
@@ -98,7 +112,8 @@ fn catalog() -> &'static Catalog {
 /// The set is closed: every `$ref` (always of the form `#/components/schemas/<name>`) names another
 /// entry. It holds the served kinds and their `<Kind>List`s, everything they reference, `Status`,
 /// `DeleteOptions`, `WatchEvent`, `Patch`, the subresource kinds (`autoscaling/v1` `Scale`,
-/// `Binding`, `policy/v1` `Eviction`) and the hand-written `windows.k8s.io/v1`
+/// `Binding`, `policy/v1` `Eviction`, `authentication.k8s.io/v1` `TokenRequest`) and the
+/// hand-written `windows.k8s.io/v1`
 /// `GMSACredentialSpec`. Shaped as kube-openapi publishes OpenAPI v3:
 ///
 /// - top-level kinds carry `x-kubernetes-group-version-kind: [{group, version, kind}]`
@@ -521,17 +536,28 @@ mod tests {
         assert_eq!(root_definition("v1", "Deployment"), None);
     }
 
+    /// Every served kind has a definition, and a `<Kind>List` exactly when it can be listed
+    /// (the create-only reviews have none upstream).
     #[test]
     fn every_registered_kind_and_list_has_a_definition() {
         let registry = Registry::builtin();
         assert_eq!(unpublished_kinds(&registry), Vec::<String>::new());
         for t in registry.all() {
-            assert!(
+            assert_eq!(
                 root_definition(&t.api_version(), &t.list_kind()).is_some(),
+                t.supports("list"),
                 "{}",
                 t.list_kind()
             );
         }
+        assert_eq!(
+            root_definition("rbac.authorization.k8s.io/v1", "ClusterRole"),
+            Some("io.k8s.api.rbac.v1.ClusterRole")
+        );
+        assert_eq!(
+            root_definition("authorization.k8s.io/v1", "SubjectAccessReview"),
+            Some("io.k8s.api.authorization.v1.SubjectAccessReview")
+        );
     }
 
     #[test]

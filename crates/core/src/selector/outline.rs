@@ -192,6 +192,7 @@ mod tests {
             short_names: Vec::new(),
             categories: Vec::new(),
             subresources: Vec::new(),
+            verbs: Vec::new(),
         }
     }
 

@@ -11,9 +11,11 @@
 //! cells: `kubectl` hides those columns unless asked for `-o wide`.
 
 mod age;
+mod certificates;
 mod json;
 mod pod;
 mod printers;
+mod rbac;
 
 use serde_json::{Value, json};
 
@@ -123,7 +125,11 @@ enum Printer {
     RuntimeClass,
     Lease,
     EndpointSlice,
-    /// `rest.defaultTableConvertor`: built-in types without a printer (LimitRange).
+    RoleBinding,
+    ClusterRoleBinding,
+    CertificateSigningRequest,
+    /// `rest.defaultTableConvertor`: built-in types without a printer (LimitRange, Role,
+    /// ClusterRole).
     CreatedAt,
     /// The custom resource table convertor with no additional printer columns.
     CustomResource,
@@ -158,6 +164,12 @@ impl Printer {
             ("node.k8s.io", "runtimeclasses") => Printer::RuntimeClass,
             ("coordination.k8s.io", "leases") => Printer::Lease,
             ("discovery.k8s.io", "endpointslices") => Printer::EndpointSlice,
+            ("rbac.authorization.k8s.io", "roles" | "clusterroles") => Printer::CreatedAt,
+            ("rbac.authorization.k8s.io", "rolebindings") => Printer::RoleBinding,
+            ("rbac.authorization.k8s.io", "clusterrolebindings") => Printer::ClusterRoleBinding,
+            ("certificates.k8s.io", "certificatesigningrequests") => {
+                Printer::CertificateSigningRequest
+            }
             _ => Printer::CustomResource,
         }
     }
@@ -652,6 +664,9 @@ pub fn columns(rt: &ResourceType) -> Vec<ColumnDefinition> {
             ),
             AGE,
         ],
+        Printer::RoleBinding => rbac::binding_columns(false),
+        Printer::ClusterRoleBinding => rbac::binding_columns(true),
+        Printer::CertificateSigningRequest => certificates::columns(),
         Printer::CreatedAt => vec![NAME, col("Created At", "date", AGE_DESC)],
         Printer::CustomResource => vec![NAME, col("Age", "date", AGE_DESC)],
     }
@@ -688,6 +703,8 @@ pub fn cells(rt: &ResourceType, obj: &Value, now_unix_secs: i64) -> Vec<Value> {
         Printer::RuntimeClass => printers::runtime_class(obj, now),
         Printer::Lease => printers::lease(obj, now),
         Printer::EndpointSlice => printers::endpoint_slice(obj, now),
+        Printer::RoleBinding | Printer::ClusterRoleBinding => rbac::binding(obj, now),
+        Printer::CertificateSigningRequest => certificates::cells(obj, now),
         Printer::CreatedAt => printers::created_at(obj),
         Printer::CustomResource => printers::custom_resource(obj, now),
     }

@@ -526,3 +526,92 @@ fn events_jobs_and_other_rows_follow_upstream() {
     let lease = json!({"metadata": {"name": "n1"}, "spec": {"holderIdentity": "n1"}});
     assert_eq!(row("coordination.k8s.io", "leases", &lease)[1], "n1");
 }
+
+#[test]
+fn role_bindings_show_role_ref_and_subjects_like_upstream() {
+    let rb = json!({
+        "metadata": {"name": "read-pods", "namespace": "dev", "creationTimestamp": ago(120)},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [
+            {"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"},
+            {"kind": "ServiceAccount", "name": "builder", "namespace": "ci"},
+            {"kind": "Group", "name": "devs", "apiGroup": "rbac.authorization.k8s.io"},
+            {"kind": "User", "name": "bob", "apiGroup": "rbac.authorization.k8s.io"},
+        ],
+    });
+    assert_eq!(
+        row("rbac.authorization.k8s.io", "rolebindings", &rb),
+        [
+            "read-pods",
+            "ClusterRole/view",
+            "2m",
+            "alice, bob",
+            "devs",
+            "ci/builder"
+        ]
+    );
+    let crb = json!({"metadata": {"name": "system:node"}, "roleRef": {"kind": "ClusterRole", "name": "system:node"}});
+    assert_eq!(
+        row("rbac.authorization.k8s.io", "clusterrolebindings", &crb),
+        [
+            "system:node",
+            "ClusterRole/system:node",
+            "<unknown>",
+            "",
+            "",
+            ""
+        ]
+    );
+    let names: Vec<&str> = columns(&rt("rbac.authorization.k8s.io", "clusterrolebindings"))
+        .iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(
+        names,
+        ["Name", "Role", "Age", "Users", "Groups", "ServiceAccounts"]
+    );
+    // Roles have no printer upstream: the default NAME, CREATED AT table.
+    let role = json!({"metadata": {"name": "pod-reader", "creationTimestamp": ago(5)}});
+    assert_eq!(
+        row("rbac.authorization.k8s.io", "roles", &role),
+        ["pod-reader", &ago(5)]
+    );
+}
+
+#[test]
+fn csr_condition_follows_extract_csr_status() {
+    let csr = |conditions: Value, certificate: &str| {
+        json!({
+            "metadata": {"name": "node-csr-1", "creationTimestamp": ago(30)},
+            "spec": {"signerName": "kubernetes.io/kube-apiserver-client-kubelet", "username": "system:bootstrap:abcdef", "expirationSeconds": 86400},
+            "status": {"conditions": conditions, "certificate": certificate},
+        })
+    };
+    let csrs = ("certificates.k8s.io", "certificatesigningrequests");
+    assert_eq!(
+        row(csrs.0, csrs.1, &csr(json!([]), "")),
+        [
+            "node-csr-1",
+            "30s",
+            "kubernetes.io/kube-apiserver-client-kubelet",
+            "system:bootstrap:abcdef",
+            "24h",
+            "Pending"
+        ]
+    );
+    let approved = json!([{"type": "Approved", "status": "True"}]);
+    assert_eq!(
+        row(csrs.0, csrs.1, &csr(approved, "LS0t"))[5],
+        "Approved,Issued"
+    );
+    let denied_failed = json!([{"type": "Approved"}, {"type": "Failed"}, {"type": "Denied"}]);
+    assert_eq!(
+        row(csrs.0, csrs.1, &csr(denied_failed, ""))[5],
+        "Denied,Failed"
+    );
+    let bare = json!({"metadata": {"name": "c"}});
+    assert_eq!(
+        row(csrs.0, csrs.1, &bare),
+        ["c", "<unknown>", "<none>", "", "<none>", "Pending"]
+    );
+}

@@ -8,11 +8,13 @@
 //!
 //! Layout follows upstream: [`meta`] (ObjectMeta), [`pod`] (PodSpec and templates), [`apps`]
 //! (workloads and selectors), [`batch`] (Job, CronJob, cron syntax), [`service`] (Service,
-//! Endpoints, EndpointSlice), [`storage`] (PVC, PV), [`config`] (ConfigMap, Secret) and
-//! [`cluster`] (everything else), over [`names`] (string formats) and [`quantity`].
+//! Endpoints, EndpointSlice), [`storage`] (PVC, PV), [`config`] (ConfigMap, Secret), [`rbac`]
+//! (roles and bindings) and [`cluster`] (everything else), over [`names`] (string formats) and
+//! [`quantity`].
 
 pub mod apps;
 pub mod batch;
+pub mod certificates;
 pub mod cluster;
 pub mod config;
 pub(crate) mod json;
@@ -20,6 +22,7 @@ pub mod meta;
 pub mod names;
 pub mod pod;
 pub mod quantity;
+pub mod rbac;
 pub mod service;
 pub mod storage;
 
@@ -35,6 +38,8 @@ pub fn name_rule(rt: &ResourceType) -> NameRule {
         ("", "Namespace") => NameRule::Label,
         ("", "Service") => NameRule::Dns1035,
         ("", "Event") => NameRule::PathSegment,
+        // Upstream `ValidateRBACName`: `system:node` is a valid role name.
+        ("rbac.authorization.k8s.io", _) => NameRule::PathSegment,
         _ => NameRule::Subdomain,
     }
 }
@@ -73,6 +78,13 @@ fn validate_kind(rt: &ResourceType, obj: &Value) -> Vec<FieldError> {
         ("discovery.k8s.io", "EndpointSlice") => service::validate_endpoint_slice(obj),
         ("events.k8s.io", "Event") => cluster::validate_events_v1_event(obj),
         ("windows.k8s.io", "GMSACredentialSpec") => cluster::validate_gmsa_credential_spec(obj),
+        ("certificates.k8s.io", "CertificateSigningRequest") => certificates::validate_csr(obj),
+        ("rbac.authorization.k8s.io", "Role") => rbac::validate_role(obj),
+        ("rbac.authorization.k8s.io", "ClusterRole") => rbac::validate_cluster_role(obj),
+        ("rbac.authorization.k8s.io", "RoleBinding") => rbac::validate_role_binding(obj),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            rbac::validate_cluster_role_binding(obj)
+        }
         _ => Vec::new(),
     }
 }
@@ -105,6 +117,11 @@ pub fn validate_update(rt: &ResourceType, new: &Value, old: &Value) -> Vec<Field
         ("batch", "CronJob") => batch::validate_cron_job(new, Some(old)),
         ("node.k8s.io", "RuntimeClass") => cluster::validate_runtime_class_update(new, old),
         ("discovery.k8s.io", "EndpointSlice") => service::validate_endpoint_slice_update(new, old),
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+            let mut e = validate_kind(rt, new);
+            e.extend(rbac::validate_binding_update(new, old));
+            e
+        }
         ("apps", kind) => {
             let mut e = validate_kind(rt, new);
             e.extend(apps::validate_apps_update(kind, new, old));
@@ -126,6 +143,9 @@ pub fn validate_status_update(rt: &ResourceType, new: &Value, old: &Value) -> Ve
     let sp = Path::new("status");
     match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "Namespace") => errs.extend(cluster::validate_namespace_status(new)),
+        ("certificates.k8s.io", "CertificateSigningRequest") => {
+            errs.extend(certificates::validate_conditions(new));
+        }
         ("apps", _) | ("", "ReplicationController") | ("batch", "Job") => {
             for key in [
                 "replicas",

@@ -100,6 +100,9 @@ struct State {
     containers: HashMap<String, CachedContainer>,
     images: Vec<ImageInfo>,
     volumes: HashMap<String, PodVolumes>,
+    /// Per pod UID, the task that rewrites its projected ServiceAccount tokens before they
+    /// expire (the kubelet's token manager refreshes at 80 % of a token's lifetime).
+    token_refreshers: HashMap<String, tokio::task::JoinHandle<()>>,
     /// The next sandbox attempt per pod UID (a failed RunPodSandbox reserves its name).
     attempts: HashMap<String, u32>,
     /// Durations of the successful RunPodSandbox calls, oldest first, at most
@@ -738,6 +741,9 @@ impl Runtime for CriRuntime {
             .retain(|_, c| c.info.sandbox_id != sandbox_id);
         if let Some(uid) = uid {
             state.volumes.remove(&uid);
+            if let Some(task) = state.token_refreshers.remove(&uid) {
+                task.abort();
+            }
             state.attempts.remove(&uid);
             let still_used = state.sandboxes.values().any(|s| s.info.pod_uid == uid);
             drop(state);
@@ -811,7 +817,24 @@ impl Runtime for CriRuntime {
             .map_err(|e| RuntimeError::Refused {
                 message: e.to_string(),
             })?;
-        self.lock().volumes.insert(uid, vols);
+        let refresher = volumes::token_refresh_period(pod).map(|period| {
+            let (kube, pod, dir) = (self.kube.clone(), pod.clone(), self.pod_dir(&uid));
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(period).await;
+                    if let Err(e) = volumes::prepare(&kube, &pod, &dir, &ctx).await {
+                        tracing::warn!(pod = ?pod.metadata.name, error = %e, "cannot refresh the pod's projected ServiceAccount token");
+                    }
+                }
+            })
+        });
+        let mut state = self.lock();
+        state.volumes.insert(uid.clone(), vols);
+        if let Some(task) = refresher
+            && let Some(old) = state.token_refreshers.insert(uid, task)
+        {
+            old.abort();
+        }
         Ok(())
     }
 
