@@ -94,10 +94,15 @@ pub struct ApiBench {
     /// Concurrent clients.
     #[arg(long, default_value_t = 32)]
     clients: usize,
+    /// Compare authorization off and RBAC on side by side, each client a ServiceAccount with a
+    /// namespaced Role (see `bench_rbac`).
+    #[arg(long)]
+    rbac: bool,
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
+        BenchCommand::Api(b) if b.rbac => crate::bench_rbac::compare(b.pods, b.clients).await,
         BenchCommand::Api(b) => api(b).await,
         BenchCommand::Startup(b) => crate::bench_startup::run(b).await,
         BenchCommand::Services(b) => crate::bench_services::run(b).await,
@@ -231,11 +236,11 @@ pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
 
-fn pod(name: &str) -> anyhow::Result<Pod> {
+pub(crate) fn pod(name: &str) -> anyhow::Result<Pod> {
     Ok(serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "labels": {"app": "bench"}},

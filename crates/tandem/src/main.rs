@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_nodes_net;
+mod bench_rbac;
 mod bench_services;
 mod bench_startup;
 mod cluster;

@@ -616,3 +616,124 @@ spec:
     );
     assert_eq!(out.stdout.trim(), me, "hairpin: {}", out.combined());
 }
+
+/// A ServiceAccount allowed to list pods in `default`, and a pod running as it with this
+/// machine's kubectl (a static binary) mounted: kubectl in a pod uses in-cluster configuration —
+/// the `kubernetes` Service from the environment, the mounted token and `ca.crt`.
+fn in_cluster_manifest(kubectl: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: reader}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: pod-reader}}
+rules: [{{apiGroups: [""], resources: [pods], verbs: [get, list]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: reader-reads-pods}}
+subjects: [{{kind: ServiceAccount, name: reader}}]
+roleRef: {{kind: Role, name: pod-reader, apiGroup: rbac.authorization.k8s.io}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: client}}
+spec:
+  serviceAccountName: reader
+  nodeSelector: {{kubernetes.io/os: linux}}
+  terminationGracePeriodSeconds: 1
+  volumes: [{{name: kubectl, hostPath: {{path: {kubectl}, type: File}}}}]
+  containers:
+  - name: sh
+    image: tandem.local/busybox:1
+    imagePullPolicy: Never
+    command: ["sleep", "3600"]
+    env: [{{name: HOME, value: /tmp}}]
+    volumeMounts: [{{name: kubectl, mountPath: /usr/local/bin/kubectl, readOnly: true}}]
+"#
+    )
+}
+
+#[test]
+fn a_pod_calls_the_api_with_its_mounted_token_and_gets_what_its_role_allows() {
+    let kubectl = std::fs::canonicalize(
+        String::from_utf8(
+            Command::new("which")
+                .arg("kubectl")
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+        .trim(),
+    )
+    .unwrap();
+    let s = start("10.249.0.0/16", "10.129.0.0/16");
+    s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &in_cluster_manifest(kubectl.to_str().unwrap()),
+    )
+    .ok();
+    wait_running(&s, "client");
+    // The mounted files: a token, the cluster's CA and the namespace.
+    let ca = std::fs::read_to_string(s.data_dir().join("pki/ca.crt")).unwrap();
+    let mounted = exec(
+        &s,
+        &[
+            "cat",
+            "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+        ],
+    );
+    assert_eq!(mounted.ok().trim(), ca.trim());
+    let ns = exec(
+        &s,
+        &[
+            "cat",
+            "/var/run/secrets/kubernetes.io/serviceaccount/namespace",
+        ],
+    );
+    assert_eq!(ns.ok().trim(), "default");
+
+    // kubectl inside the pod: in-cluster configuration, the CA verified.
+    // Each attempt is bounded by busybox's `timeout` (kubectl flags such as --request-timeout
+    // would turn in-cluster configuration off): the Service's rules may still be on their way.
+    let pods = s.eventually("the pod lists pods", LONG, || {
+        let out = exec(
+            &s,
+            &["timeout", "10", "kubectl", "get", "pods", "-o", "name"],
+        );
+        if !out.success() {
+            eprintln!("in-cluster kubectl: {}", out.combined());
+        }
+        out.success().then_some(out)
+    });
+    assert!(pods.stdout.contains("pod/client"), "{}", pods.stdout);
+    let who = exec(
+        &s,
+        &[
+            "kubectl",
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ],
+    );
+    assert_eq!(who.ok().trim(), "system:serviceaccount:default:reader");
+    let secrets = exec(&s, &["kubectl", "get", "secrets"]);
+    assert!(
+        secrets.err().contains(
+            "secrets is forbidden: User \"system:serviceaccount:default:reader\" cannot list resource \"secrets\" in API group \"\" in the namespace \"default\""
+        ),
+        "{}",
+        secrets.combined()
+    );
+    let other_ns = exec(&s, &["kubectl", "get", "pods", "-n", "kube-system"]);
+    assert!(
+        other_ns.err().contains("in the namespace \"kube-system\""),
+        "{}",
+        other_ns.combined()
+    );
+}
