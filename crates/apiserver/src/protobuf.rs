@@ -3,13 +3,15 @@
 //! names the kind and whose `raw` holds the object's message (the `k8s-pb` bindings).
 //!
 //! kubectl's typed commands send their bodies this way: `kubectl auth can-i` and `whoami` (the
-//! review kinds), `kubectl create token` (TokenRequest) and `kubectl create role`,
-//! `clusterrole`, `rolebinding`, `clusterrolebinding`. Those kinds are decoded here into the same
+//! review kinds), `kubectl create token` (TokenRequest), `kubectl certificate approve|deny`
+//! (CertificateSigningRequest) and `kubectl create role`, `clusterrole`, `rolebinding`,
+//! `clusterrolebinding`. Those kinds are decoded here into the same
 //! JSON the rest of the pipeline reads; other kinds still get 415 (see the known gaps in
 //! `docs/architecture.md`). Responses are JSON, which every client accepts alongside protobuf.
 
 use k8s_pb::api::authentication::v1 as authn;
 use k8s_pb::api::authorization::v1 as authz;
+use k8s_pb::api::certificates::v1 as certs;
 use k8s_pb::api::rbac::v1 as rbac;
 use k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use prost::Message;
@@ -112,6 +114,10 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
             let r = rbac::ClusterRoleBinding::decode(raw).map_err(err)?;
             binding(r.metadata, r.subjects, r.role_ref)
         }
+        ("certificates.k8s.io/v1", "CertificateSigningRequest") => {
+            let r = certs::CertificateSigningRequest::decode(raw).map_err(err)?;
+            csr(r)
+        }
         _ => return Err(ApiError::unsupported_media_type(MEDIA_TYPE)),
     };
     v["apiVersion"] = json!(api_version);
@@ -144,6 +150,63 @@ fn meta(m: Option<ObjectMeta>) -> Value {
         out.insert("finalizers".into(), json!(m.finalizers));
     }
     Value::Object(out)
+}
+
+/// A CSR as `kubectl certificate approve|deny` sends it back: the whole object, with the new
+/// condition in its status.
+fn csr(r: certs::CertificateSigningRequest) -> Value {
+    let b64 = |bytes: Vec<u8>| {
+        serde_json::to_value(k8s_openapi::ByteString(bytes)).unwrap_or(Value::Null)
+    };
+    let time = |t: Option<k8s_pb::apimachinery::pkg::apis::meta::v1::Time>| -> Value {
+        match t.and_then(|t| t.seconds) {
+            Some(secs) => json!(tandem_core::time::format_rfc3339(secs)),
+            None => Value::Null,
+        }
+    };
+    let spec = r.spec.unwrap_or_default();
+    let mut s = json!({
+        "request": b64(spec.request.unwrap_or_default()),
+        "signerName": spec.signer_name.unwrap_or_default(),
+        "usages": spec.usages,
+        "groups": spec.groups,
+    });
+    if let Some(e) = spec.expiration_seconds {
+        s["expirationSeconds"] = json!(e);
+    }
+    for (key, value) in [("username", spec.username), ("uid", spec.uid)] {
+        if let Some(v) = value.filter(|v| !v.is_empty()) {
+            s[key] = json!(v);
+        }
+    }
+    if !spec.extra.is_empty() {
+        let extra: Map<String, Value> = spec
+            .extra
+            .into_iter()
+            .map(|(k, v)| (k, json!(v.items)))
+            .collect();
+        s["extra"] = Value::Object(extra);
+    }
+    let status = r.status.unwrap_or_default();
+    let conditions: Vec<Value> = status
+        .conditions
+        .into_iter()
+        .map(|c| {
+            json!({
+                "type": c.r#type.unwrap_or_default(),
+                "status": c.status.unwrap_or_default(),
+                "reason": c.reason.unwrap_or_default(),
+                "message": c.message.unwrap_or_default(),
+                "lastUpdateTime": time(c.last_update_time),
+                "lastTransitionTime": time(c.last_transition_time),
+            })
+        })
+        .collect();
+    let mut st = json!({"conditions": conditions});
+    if let Some(cert) = status.certificate.filter(|c| !c.is_empty()) {
+        st["certificate"] = b64(cert);
+    }
+    json!({"metadata": meta(r.metadata), "spec": s, "status": st})
 }
 
 fn access_spec(
@@ -311,6 +374,41 @@ mod tests {
         assert_eq!(v["metadata"]["name"], "x");
         assert_eq!(v["subjects"][0]["name"], "auditors");
         assert_eq!(v["roleRef"]["name"], "view");
+    }
+
+    #[test]
+    fn an_approved_csr_keeps_its_request_and_condition() {
+        let r = certs::CertificateSigningRequest {
+            metadata: Some(ObjectMeta {
+                name: Some("node-csr-1".into()),
+                resource_version: Some("7".into()),
+                ..Default::default()
+            }),
+            spec: Some(certs::CertificateSigningRequestSpec {
+                request: Some(b"PEM".to_vec()),
+                signer_name: Some("kubernetes.io/kube-apiserver-client".into()),
+                usages: vec!["client auth".into()],
+                ..Default::default()
+            }),
+            status: Some(certs::CertificateSigningRequestStatus {
+                conditions: vec![certs::CertificateSigningRequestCondition {
+                    r#type: Some("Approved".into()),
+                    status: Some("True".into()),
+                    reason: Some("KubectlApprove".into()),
+                    ..Default::default()
+                }],
+                certificate: None,
+            }),
+        };
+        let body = envelope(
+            "certificates.k8s.io/v1",
+            "CertificateSigningRequest",
+            r.encode_to_vec(),
+        );
+        let v = decode(&body).expect("decodes");
+        assert_eq!(v["metadata"]["resourceVersion"], "7");
+        assert_eq!(v["spec"]["request"], "UEVN");
+        assert_eq!(v["status"]["conditions"][0]["reason"], "KubectlApprove");
     }
 
     #[test]

@@ -517,3 +517,79 @@ fn a_node_joins_with_a_token_and_reads_only_what_its_pods_use() {
     );
     drop(joined);
 }
+
+/// Runs `openssl ARGS` in the server's temp dir.
+fn openssl(s: &Server, args: &[&str]) {
+    let mut cmd = Command::new("openssl");
+    cmd.args(args).current_dir(s.dir());
+    common::run(cmd, format!("openssl {}", args.join(" ")), None, WAIT).ok();
+}
+
+#[test]
+fn a_person_gets_a_certificate_through_a_csr_that_kubectl_approves() {
+    let s = Server::start();
+    // As the documentation's "normal user" walkthrough: a key, a CSR, kubectl certificate approve.
+    openssl(&s, &["genrsa", "-out", "jane.key", "2048"]);
+    openssl(
+        &s,
+        &[
+            "req", "-new", "-key", "jane.key", "-out", "jane.csr", "-subj", "/CN=jane",
+        ],
+    );
+    let pem = std::fs::read(s.dir().join("jane.csr")).unwrap();
+    let request = serde_json::to_value(k8s_openapi::ByteString(pem)).unwrap();
+    let csr = serde_json::json!({
+        "apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"name": "jane"},
+        "spec": {"request": request, "signerName": "kubernetes.io/kube-apiserver-client",
+                 "expirationSeconds": 86400, "usages": ["client auth"]}
+    });
+    s.kubectl_stdin(&["create", "-f", "-"], &csr.to_string())
+        .ok();
+    let pending = s.kubectl(&["get", "csr", "jane"]).ok().to_string();
+    assert!(pending.contains("Pending"), "{pending}");
+    // A request with a signer name that is not a name is refused with its field.
+    let mut bad = csr.clone();
+    bad["metadata"]["name"] = serde_json::json!("bad");
+    bad["spec"]["signerName"] = serde_json::json!("nodomain");
+    let out = s.kubectl_stdin(&["create", "-f", "-"], &bad.to_string());
+    assert!(
+        out.err()
+            .contains("spec.signerName: Invalid value: \"nodomain\""),
+        "{}",
+        out.stderr
+    );
+
+    s.kubectl(&["certificate", "approve", "jane"]).ok();
+    let cert = s.eventually("jane's certificate is issued", WAIT, || {
+        let v = s.get_json(&["csr", "jane"])?;
+        v["status"]["certificate"].as_str().map(str::to_string)
+    });
+    let table = s.kubectl(&["get", "csr", "jane"]).ok().to_string();
+    assert!(table.contains("Approved,Issued"), "{table}");
+    let cert: k8s_openapi::ByteString = serde_json::from_value(Value::String(cert)).unwrap();
+    std::fs::write(s.dir().join("jane.crt"), &cert.0).unwrap();
+    let kubeconfig = s.dir().join("jane-csr.kubeconfig");
+    let base = s.anonymous_kubeconfig(None);
+    std::fs::copy(&base, &kubeconfig).unwrap();
+    let k = kubeconfig.to_str().unwrap();
+    let mut cmd = Command::new("kubectl");
+    cmd.args([
+        "config",
+        "set-credentials",
+        "anon",
+        "--client-certificate",
+        "jane.crt",
+    ])
+    .args([
+        "--client-key",
+        "jane.key",
+        "--embed-certs",
+        "--kubeconfig",
+        k,
+    ])
+    .current_dir(s.dir());
+    common::run(cmd, "kubectl config set-credentials".into(), None, WAIT).ok();
+    let who = as_user(&s, &kubeconfig, &["auth", "whoami", "-o", "json"]).json();
+    assert_eq!(who["status"]["userInfo"]["username"], "jane");
+}
