@@ -655,13 +655,14 @@ pub struct AgentArgs {
 
 /// Joins the cluster at `server` with a join token: the CA is pinned from the token, the
 /// client certificate comes through a CertificateSigningRequest (approved automatically for
-/// bootstrap tokens), and a task renews it before it expires. Returns the node's kubeconfig.
+/// bootstrap tokens), and a task renews it before it expires; the returned client presents the
+/// renewed certificate on its new connections. Returns the node's kubeconfig and client.
 async fn join(
     server: &str,
     token: &str,
     node_name: &str,
     node_dir: &std::path::Path,
-) -> anyhow::Result<PathBuf> {
+) -> anyhow::Result<(PathBuf, kube::Client)> {
     use tandem_agent::bootstrap;
     let token = bootstrap::parse_join_token(token).context("invalid --token")?;
     std::fs::create_dir_all(node_dir)
@@ -674,21 +675,37 @@ async fn join(
         "tandem agent: joined; credentials in {}",
         kubeconfig.display()
     );
+    let (client, identity) = crate::rotating_client::client(&kubeconfig).await?;
     let (server, path, name) = (
         server.to_string(),
         kubeconfig.clone(),
         node_name.to_string(),
     );
     tokio::spawn(async move {
-        let renewed = |_client: kube::Client| {
-            tracing::info!(
-                "renewed the node's client certificate (used from the next start of the agent)"
-            );
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let reloader = {
+            let path = path.clone();
+            tokio::spawn(async move {
+                while rx.recv().await.is_some() {
+                    match identity.reload(&path).await {
+                        Ok(()) => tracing::info!(
+                            "renewed the node's client certificate; new connections use it"
+                        ),
+                        Err(e) => {
+                            tracing::error!(error = %format!("{e:#}"), "cannot load the renewed client certificate")
+                        }
+                    }
+                }
+            })
+        };
+        let renewed = move |_client: kube::Client| {
+            let _ = tx.send(());
         };
         let Err(e) = bootstrap::rotate(&server, &path, &name, renewed).await;
         tracing::error!(error = %e, "cannot renew the node's client certificate");
+        reloader.abort();
     });
-    Ok(kubeconfig)
+    Ok((kubeconfig, client))
 }
 
 /// Runs one node agent until Ctrl-C or SIGTERM.
@@ -733,9 +750,12 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| PathBuf::from(".tandem-agent").join(&node.name));
     node.state_dir = args.state_dir.clone();
     node.validate()?;
-    let kubeconfig = match (&args.kubeconfig, &args.server, &args.token) {
-        (Some(path), _, None) => path.clone(),
-        (_, Some(server), Some(token)) => join(server, token, &node.name, &node_dir).await?,
+    let (kubeconfig, joined) = match (&args.kubeconfig, &args.server, &args.token) {
+        (Some(path), _, None) => (path.clone(), None),
+        (_, Some(server), Some(token)) => {
+            let (path, client) = join(server, token, &node.name, &node_dir).await?;
+            (path, Some(client))
+        }
         _ => anyhow::bail!("pass --kubeconfig, or --server with --token"),
     };
     let config = kube::Config::from_custom_kubeconfig(
@@ -746,7 +766,10 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     .await
     .context("invalid kubeconfig")?;
     node.cluster_ca_pem = tandem_agent::config::cluster_ca_pem(&config);
-    let client = kube::Client::try_from(config).context("cannot build the API client")?;
+    let client = match joined {
+        Some(client) => client,
+        None => kube::Client::try_from(config).context("cannot build the API client")?,
+    };
     let shutdown = tokio::spawn(wait_for_shutdown());
     let mut cri = None;
     let mut network = None;

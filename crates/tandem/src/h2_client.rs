@@ -40,17 +40,33 @@ pub async fn client_from_kubeconfig(
     let tls = config
         .rustls_client_config()
         .context("cannot build the TLS configuration")?;
+    Ok(client_with_tls(&config, tls, true))
+}
+
+/// A client of `config`'s server over `tls` (which carries the credentials), speaking HTTP/2
+/// over one connection when `http2`, else HTTP/1.1 from a pool of connections as kube-rs does.
+pub fn client_with_tls(
+    config: &kube::Config,
+    tls: rustls::ClientConfig,
+    http2: bool,
+) -> kube::Client {
     // Without TCP_NODELAY, small frames written while an earlier one is unacknowledged wait for
     // the peer's delayed ACK (40 ms on Linux): node creates over one connection ran 3–5 times
     // slower than over a pool of HTTP/1.1 connections until this was set.
     let mut tcp = hyper_util::client::legacy::connect::HttpConnector::new();
     tcp.enforce_http(false);
     tcp.set_nodelay(true);
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
+    let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
-        .https_only()
-        .enable_http2()
-        .wrap_connector(tcp);
+        .https_only();
+    if !http2 {
+        let https = builder.enable_http1().wrap_connector(tcp);
+        let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https);
+        return kube::client::ClientBuilder::new(http, config.default_namespace.clone())
+            .with_layer(&config.base_uri_layer())
+            .build();
+    }
+    let https = builder.enable_http2().wrap_connector(tcp);
     let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
         .http2_only(true)
         // Fixed, generous receive windows rather than hyper's adaptive ones, which stay small on
@@ -60,9 +76,7 @@ pub async fn client_from_kubeconfig(
         .http2_initial_stream_window_size(8 << 20)
         .http2_initial_connection_window_size(64 << 20)
         .build(https);
-    Ok(
-        kube::client::ClientBuilder::new(http, config.default_namespace.clone())
-            .with_layer(&config.base_uri_layer())
-            .build(),
-    )
+    kube::client::ClientBuilder::new(http, config.default_namespace.clone())
+        .with_layer(&config.base_uri_layer())
+        .build()
 }

@@ -11,6 +11,7 @@ mod cri_node;
 mod h2_client;
 mod identity;
 mod node_network;
+mod rotating_client;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
