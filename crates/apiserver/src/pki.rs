@@ -29,6 +29,10 @@ pub enum PkiError {
     Generate(#[from] rcgen::Error),
     #[error("{path} holds no usable {what}")]
     Invalid { path: PathBuf, what: &'static str },
+    #[error(
+        "a certificate carries at most one group here ({0} asked): rcgen writes one organization per subject"
+    )]
+    TooManyGroups(usize),
 }
 
 /// The credentials the server needs, loaded from or created in `<data-dir>/pki`.
@@ -222,8 +226,9 @@ impl Pki {
         )
     }
 
-    /// Issues a client certificate signed by the cluster CA for user `cn` in groups `orgs` (what
-    /// upstream's x509 authenticator reads back), valid from an hour ago for `valid_for`.
+    /// Issues a client certificate signed by the cluster CA for user `cn` in group `orgs` (at most
+    /// one; what upstream's x509 authenticator reads back), valid from an hour ago for
+    /// `valid_for`.
     /// Returns the certificate and its private key, both PEM.
     pub fn issue_client_cert(
         &self,
@@ -231,6 +236,10 @@ impl Pki {
         orgs: &[&str],
         valid_for: std::time::Duration,
     ) -> Result<(String, String), PkiError> {
+        // rcgen keeps one value per attribute type: a second O would silently replace the first.
+        if orgs.len() > 1 {
+            return Err(PkiError::TooManyGroups(orgs.len()));
+        }
         let ca_key = KeyPair::from_pem(&self.ca_key_pem)?;
         let issuer = Issuer::from_ca_cert_pem(&self.ca_pem, &ca_key)?;
         let mut params = CertificateParams::new(Vec::<String>::new())?;

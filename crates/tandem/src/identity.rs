@@ -17,7 +17,8 @@ pub struct KubeconfigArgs {
     /// The user name (the certificate's common name).
     #[arg(long)]
     pub user: String,
-    /// Groups of the user (the certificate's organizations); repeat for several.
+    /// The user's group (the certificate's organization): one per certificate; bind roles to
+    /// the user for more.
     #[arg(long = "group")]
     pub groups: Vec<String>,
     /// The API server URL (default: the one in `<data-dir>/kubeconfig`).
@@ -37,6 +38,10 @@ pub fn mint_kubeconfig(args: &KubeconfigArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
         !args.groups.iter().any(|g| g == "system:masters"),
         "refusing to mint a system:masters certificate: use the admin kubeconfig, or bind a role to the user instead"
+    );
+    anyhow::ensure!(
+        args.groups.len() <= 1,
+        "one --group per certificate (the certificate library tandem uses writes one organization); bind roles to the user, or to one group"
     );
     let ca = args.data_dir.join("pki").join("ca.crt");
     anyhow::ensure!(
