@@ -17,16 +17,13 @@ use std::sync::Arc;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use k8s_openapi::api::certificates::v1::{
-    CertificateSigningRequest, CertificateSigningRequestCondition,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 
 use super::csr::{self, CertificateRequest};
-use super::{APPROVED, Error, approval, is_issued};
+use super::{APPROVED, Error, approval, is_issued, with_true_condition};
 use crate::controller_utils as cu;
 use crate::informer::Informer;
 use crate::workqueue::WorkQueue;
@@ -112,20 +109,7 @@ pub fn approved(
     message: &str,
     now: Timestamp,
 ) -> CertificateSigningRequest {
-    let mut out = csr.clone();
-    out.status
-        .get_or_insert_default()
-        .conditions
-        .get_or_insert_default()
-        .push(CertificateSigningRequestCondition {
-            type_: APPROVED.to_string(),
-            status: "True".to_string(),
-            reason: Some("AutoApproved".to_string()),
-            message: Some(message.to_string()),
-            last_update_time: Some(Time(now)),
-            last_transition_time: Some(Time(now)),
-        });
-    out
+    with_true_condition(csr, APPROVED, "AutoApproved", message, now)
 }
 
 struct Ctx {

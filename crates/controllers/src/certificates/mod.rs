@@ -100,6 +100,33 @@ pub fn has_true_condition(csr: &CertificateSigningRequest, type_: &str) -> bool 
 }
 
 /// Whether `status.certificate` is filled.
+/// `csr` with a `True` condition of `type_` appended, stamped `now` (what the approver and the
+/// signer write back).
+pub fn with_true_condition(
+    csr: &CertificateSigningRequest,
+    type_: &str,
+    reason: &str,
+    message: &str,
+    now: k8s_openapi::jiff::Timestamp,
+) -> CertificateSigningRequest {
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequestCondition;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let mut out = csr.clone();
+    out.status
+        .get_or_insert_default()
+        .conditions
+        .get_or_insert_default()
+        .push(CertificateSigningRequestCondition {
+            type_: type_.to_string(),
+            status: "True".to_string(),
+            reason: Some(reason.to_string()),
+            message: Some(message.to_string()),
+            last_update_time: Some(Time(now)),
+            last_transition_time: Some(Time(now)),
+        });
+    out
+}
+
 pub fn is_issued(csr: &CertificateSigningRequest) -> bool {
     csr.status
         .as_ref()

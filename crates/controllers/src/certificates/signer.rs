@@ -16,17 +16,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::certificates::v1::{
-    CertificateSigningRequest, CertificateSigningRequestCondition,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use time::OffsetDateTime;
 
 use super::csr::{self, Authority, CertificateRequest, SignError, Signer};
-use super::{Error, FAILED, has_true_condition, is_approved, is_issued};
+use super::{Error, FAILED, has_true_condition, is_approved, is_issued, with_true_condition};
 use crate::controller_utils as cu;
 use crate::informer::Informer;
 use crate::workqueue::WorkQueue;
@@ -79,20 +76,7 @@ pub fn failed(
     message: &str,
     now: Timestamp,
 ) -> CertificateSigningRequest {
-    let mut out = csr.clone();
-    out.status
-        .get_or_insert_default()
-        .conditions
-        .get_or_insert_default()
-        .push(CertificateSigningRequestCondition {
-            type_: FAILED.to_string(),
-            status: "True".to_string(),
-            reason: Some("SignerValidationFailure".to_string()),
-            message: Some(message.to_string()),
-            last_update_time: Some(Time(now)),
-            last_transition_time: Some(Time(now)),
-        });
-    out
+    with_true_condition(csr, FAILED, "SignerValidationFailure", message, now)
 }
 
 /// `csr` with `status.certificate` set to `pem`.
@@ -287,11 +271,13 @@ mod tests {
 
         let mut denied = approved_csr("system:nodes");
         if let Some(conditions) = denied.status.as_mut().and_then(|s| s.conditions.as_mut()) {
-            conditions.push(CertificateSigningRequestCondition {
-                type_: super::super::DENIED.to_string(),
-                status: "True".to_string(),
-                ..Default::default()
-            });
+            conditions.push(
+                k8s_openapi::api::certificates::v1::CertificateSigningRequestCondition {
+                    type_: super::super::DENIED.to_string(),
+                    status: "True".to_string(),
+                    ..Default::default()
+                },
+            );
         }
         assert!(ignore(&denied));
 
