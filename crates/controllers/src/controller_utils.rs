@@ -352,6 +352,13 @@ pub fn compare_for_deletion(a: &Pod, rank_a: usize, b: &Pod, rank_b: usize) -> O
     created(b).cmp(&created(a))
 }
 
+/// Whether a namespace takes new objects: not being deleted and not `Terminating` (what the
+/// ServiceAccounts controller and the root CA publisher check before creating).
+pub fn namespace_is_active(ns: &k8s_openapi::api::core::v1::Namespace) -> bool {
+    ns.metadata.deletion_timestamp.is_none()
+        && ns.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating")
+}
+
 /// Whether an API error is "not found".
 pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)

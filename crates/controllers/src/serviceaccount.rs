@@ -83,9 +83,7 @@ async fn sync(ctx: &Ctx, namespace: &str) -> SyncResult {
     let Some(ns) = ctx.namespaces.get("", namespace) else {
         return Ok(None);
     };
-    let active = ns.metadata.deletion_timestamp.is_none()
-        && ns.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating");
-    if !active {
+    if !cu::namespace_is_active(&ns) {
         return Ok(None);
     }
     let api: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), namespace);
