@@ -199,6 +199,84 @@ impl ApiError {
         }
         s
     }
+
+    /// The `Status` as upstream's JSON serializer writes it: Go's struct field order (`kind`,
+    /// `apiVersion`, `metadata`, `status`, `message`, `reason`, `details`, `code`; inside
+    /// `details`: `name`, `group`, `kind`, `uid`, `causes`, `retryAfterSeconds`) and a
+    /// trailing newline. Clients compare this text (the Python client's tests compare a 409).
+    pub fn status_json(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256);
+        out.extend_from_slice(
+            br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"#,
+        );
+        push_json(&mut out, &json!(self.message));
+        out.extend_from_slice(br#","reason":"#);
+        push_json(&mut out, &json!(self.reason));
+        if let Some(Value::Object(d)) = &self.details {
+            out.extend_from_slice(br#","details":"#);
+            push_ordered(&mut out, d, DETAILS_ORDER);
+        }
+        out.extend_from_slice(br#","code":"#);
+        out.extend_from_slice(self.code.to_string().as_bytes());
+        out.extend_from_slice(b"}\n");
+        out
+    }
+}
+
+const DETAILS_ORDER: &[&str] = &[
+    "name",
+    "group",
+    "kind",
+    "uid",
+    "causes",
+    "retryAfterSeconds",
+];
+const CAUSE_ORDER: &[&str] = &["reason", "message", "field"];
+
+fn push_json(out: &mut Vec<u8>, v: &Value) {
+    // Serializing a `Value` into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, v);
+}
+
+/// Writes an object with the keys of `order` first, in that order, then any others.
+fn push_ordered(out: &mut Vec<u8>, map: &serde_json::Map<String, Value>, order: &[&str]) {
+    out.push(b'{');
+    let mut first = true;
+    let keys = order
+        .iter()
+        .copied()
+        .filter(|k| map.contains_key(*k))
+        .chain(
+            map.keys()
+                .map(String::as_str)
+                .filter(|k| !order.contains(k)),
+        );
+    for key in keys {
+        let Some(value) = map.get(key) else { continue };
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        push_json(out, &json!(key));
+        out.push(b':');
+        match (key, value) {
+            ("causes", Value::Array(causes)) => {
+                out.push(b'[');
+                for (i, c) in causes.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    match c {
+                        Value::Object(c) => push_ordered(out, c, CAUSE_ORDER),
+                        other => push_json(out, other),
+                    }
+                }
+                out.push(b']');
+            }
+            _ => push_json(out, value),
+        }
+    }
+    out.push(b'}');
 }
 
 impl From<tandem_store::StoreError> for ApiError {
@@ -216,5 +294,33 @@ impl From<tandem_store::StoreError> for ApiError {
                 ApiError::internal(format!("storage error: {other}"))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_is_written_in_upstreams_field_order() {
+        let registry = tandem_core::registry::Registry::builtin();
+        let cm = registry.by_kind("v1", "ConfigMap").expect("configmaps");
+        let body = ApiError::already_exists(&cm, "x").status_json();
+        assert_eq!(
+            String::from_utf8(body).expect("utf-8"),
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"configmaps \\\"x\\\" already exists\",\"reason\":\"AlreadyExists\",\"details\":{\"name\":\"x\",\"kind\":\"configmaps\"},\"code\":409}\n"
+        );
+        let invalid =
+            ApiError::invalid(&cm, "x", &[FieldError::required("data", "")]).status_json();
+        let text = String::from_utf8(invalid).expect("utf-8");
+        assert!(
+            text.contains("\"causes\":[{\"reason\":\"FieldValueRequired\",\"message\":\"Required value\",\"field\":\"data\"}]"),
+            "{text}"
+        );
+        let parsed: Value = serde_json::from_str(&text).expect("valid JSON");
+        assert_eq!(
+            parsed,
+            ApiError::invalid(&cm, "x", &[FieldError::required("data", "")]).status()
+        );
     }
 }

@@ -23,6 +23,12 @@ pub enum Format {
     Metadata {
         beta: bool,
     },
+    /// `application/vnd.kubernetes.protobuf`. Handlers produce JSON as for [`Format::Json`]
+    /// and the server transcodes the response; `json_fallback` says whether the Accept
+    /// header also allows JSON, for kinds that have no protobuf form.
+    Protobuf {
+        json_fallback: bool,
+    },
 }
 
 /// Picks the first acceptable media type of `Accept`; `None` if nothing offered is served.
@@ -30,7 +36,8 @@ pub fn negotiate(accept: Option<&str>) -> Option<Format> {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
         return Some(Format::Json);
     };
-    for clause in accept.split(',') {
+    let clauses: Vec<&str> = accept.split(',').collect();
+    for (i, clause) in clauses.iter().enumerate() {
         let mut parts = clause.split(';').map(str::trim);
         let media = parts.next().unwrap_or("").to_ascii_lowercase();
         let mut as_ = None;
@@ -49,6 +56,13 @@ pub fn negotiate(accept: Option<&str>) -> Option<Format> {
         let json_like = matches!(media.as_str(), "application/json" | "*/*" | "application/*");
         if media == "application/yaml" && as_.is_none() {
             return Some(Format::Yaml);
+        }
+        if media == crate::protobuf::MEDIA_TYPE && as_.is_none() {
+            let json_fallback = clauses[i + 1..].iter().any(|c| {
+                let media = c.split(';').next().unwrap_or("").trim();
+                matches!(media, "application/json" | "*/*" | "application/*")
+            });
+            return Some(Format::Protobuf { json_fallback });
         }
         if !json_like {
             continue;
@@ -207,7 +221,7 @@ pub fn encode_object(
     include: IncludeObject,
 ) -> (Bytes, &'static str) {
     match format {
-        Format::Json => (
+        Format::Json | Format::Protobuf { .. } => (
             Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
             "application/json",
         ),
@@ -247,9 +261,22 @@ mod tests {
             negotiate(Some(
                 "application/vnd.kubernetes.protobuf, application/json"
             )),
+            Some(Format::Protobuf {
+                json_fallback: true
+            })
+        );
+        assert_eq!(
+            negotiate(Some("application/vnd.kubernetes.protobuf")),
+            Some(Format::Protobuf {
+                json_fallback: false
+            })
+        );
+        assert_eq!(
+            negotiate(Some(
+                "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io, application/json"
+            )),
             Some(Format::Json)
         );
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf")), None);
         assert_eq!(negotiate(None), Some(Format::Json));
         assert_eq!(
             negotiate(Some(

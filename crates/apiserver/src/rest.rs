@@ -561,7 +561,7 @@ impl State {
                     "application/json",
                 )
             }
-            Format::Json | Format::Yaml => Reply::Raw(
+            Format::Json | Format::Yaml | Format::Protobuf { .. } => Reply::Raw(
                 200,
                 output::encode_list(rt, &items, revision, next.as_deref(), remaining),
                 "application/json",
@@ -673,7 +673,7 @@ impl State {
                 .wait_for(kv.mod_revision, Duration::from_secs(3))
                 .await;
         }
-        if ctx.format == Format::Json {
+        if matches!(ctx.format, Format::Json | Format::Protobuf { .. }) {
             // The response is the stored encoding with the revision stamped in: no re-encoding.
             if let Some(bytes) = crate::cache::stamp_resource_version(&stored, kv.mod_revision) {
                 return Ok(Reply::Raw(201, bytes, "application/json"));

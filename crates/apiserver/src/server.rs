@@ -26,7 +26,7 @@ use crate::auth::authz::Attributes;
 use crate::cache::Cache;
 use crate::error::{ApiError, ApiResult};
 use crate::node_proxy::{self, NodeRequest};
-use crate::output;
+use crate::output::{self, Format};
 use crate::pki::{Pki, PkiError, subject_identity};
 use crate::request::{Query, Verb, parse_resource_path};
 use crate::rest::{Ctx, MAX_BODY, Reply, State, decode_body};
@@ -284,8 +284,61 @@ fn json_response(
 }
 
 fn error_response(e: &ApiError, warnings: &[String]) -> Response<Body> {
-    let body = serde_json::to_vec(&e.status()).unwrap_or_default();
-    json_response(e.code, Bytes::from(body), "application/json", warnings)
+    json_response(
+        e.code,
+        Bytes::from(e.status_json()),
+        "application/json",
+        warnings,
+    )
+}
+
+/// A JSON response body transcoded to protobuf. Kinds without a protobuf form, and the rare
+/// object the transcoder refuses (logged), stay JSON: negotiation already refused clients
+/// that cannot take JSON for such kinds.
+fn protobuf_response(code: u16, v: &Value, warnings: &[String]) -> Response<Body> {
+    match crate::protobuf::encode(v) {
+        Some(Ok(bytes)) => json_response(
+            code,
+            Bytes::from(bytes),
+            crate::protobuf::MEDIA_TYPE,
+            warnings,
+        ),
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "cannot encode a response as protobuf; answering JSON");
+            json_response(
+                code,
+                Bytes::from(serde_json::to_vec(v).unwrap_or_default()),
+                "application/json",
+                warnings,
+            )
+        }
+        None => json_response(
+            code,
+            Bytes::from(serde_json::to_vec(v).unwrap_or_default()),
+            "application/json",
+            warnings,
+        ),
+    }
+}
+
+/// Turns a chunk of JSON watch event lines into protobuf watch frames.
+fn protobuf_watch_frames(chunk: &[u8]) -> Bytes {
+    let mut out = Vec::new();
+    for line in chunk.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let event: Value = match serde_json::from_slice(line) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(error = %e, "unreadable watch event line");
+                continue;
+            }
+        };
+        match crate::protobuf::watch_frame(&event) {
+            Some(Ok(frame)) => out.extend_from_slice(&frame),
+            Some(Err(e)) => tracing::warn!(error = %e, "cannot encode a watch event as protobuf"),
+            None => tracing::warn!("a watch event without a protobuf form was dropped"),
+        }
+    }
+    Bytes::from(out)
 }
 
 fn value_response(code: u16, v: &Value) -> Response<Body> {
@@ -469,6 +522,28 @@ async fn route(
             &[],
         );
     };
+    // Custom resources (and tandem's own kinds) have no protobuf form: JSON when the client
+    // takes it, else 406, as upstream answers for custom resources.
+    let format = match format {
+        Format::Protobuf { json_fallback } => {
+            match state.resource(&rr.group, &rr.version, &rr.resource) {
+                Ok(rt) if !crate::protobuf::has_message(&rt.api_version(), &rt.kind) => {
+                    if !json_fallback {
+                        return error_response(
+                            &ApiError::not_acceptable(format!(
+                                "only the following media types are accepted: application/json, application/yaml (got {:?})",
+                                accept.unwrap_or_default()
+                            )),
+                            &[],
+                        );
+                    }
+                    Format::Json
+                }
+                _ => format,
+            }
+        }
+        other => other,
+    };
     let content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -502,7 +577,17 @@ async fn route(
             return error_response(&err, &[]);
         }
     };
+    let protobuf = matches!(ctx.format, Format::Protobuf { .. });
     match dispatch(state, &mut ctx, rr, body).await {
+        Ok(Dispatched::Reply(Reply::Value(code, v), _)) if protobuf => {
+            protobuf_response(code, &v, &ctx.warnings)
+        }
+        Ok(Dispatched::Reply(Reply::Raw(code, bytes, "application/json"), _)) if protobuf => {
+            match serde_json::from_slice::<Value>(&bytes) {
+                Ok(v) => protobuf_response(code, &v, &ctx.warnings),
+                Err(_) => json_response(code, bytes, "application/json", &ctx.warnings),
+            }
+        }
         Ok(Dispatched::Reply(Reply::Value(code, v), rt)) => {
             let (bytes, ct) = output::encode_object(
                 &rt,
@@ -516,15 +601,24 @@ async fn route(
             json_response(code, bytes, ct, &ctx.warnings)
         }
         Ok(Dispatched::Stream(rx)) => {
-            let stream = futures::stream::unfold(rx, |mut rx| async move {
-                rx.recv()
-                    .await
-                    .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+            let stream = futures::stream::unfold(rx, move |mut rx| async move {
+                rx.recv().await.map(|b| {
+                    let b = if protobuf {
+                        protobuf_watch_frames(&b)
+                    } else {
+                        b
+                    };
+                    (Ok::<_, Infallible>(Frame::data(b)), rx)
+                })
             });
             let mut resp = Response::new(StreamBody::new(stream.boxed()).boxed_unsync());
             resp.headers_mut().insert(
                 header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
+                HeaderValue::from_static(if protobuf {
+                    crate::protobuf::WATCH_MEDIA_TYPE
+                } else {
+                    "application/json"
+                }),
             );
             resp.headers_mut().insert(
                 header::CACHE_CONTROL,
@@ -532,6 +626,7 @@ async fn route(
             );
             resp
         }
+        Err(e) if protobuf => protobuf_response(e.code, &e.status(), &ctx.warnings),
         Err(e) => error_response(&e, &ctx.warnings),
     }
 }

@@ -33,7 +33,7 @@ struct Encoder {
 impl Encoder {
     fn event(&mut self, kind: &str, obj: &Object) -> Bytes {
         match self.format {
-            Format::Json | Format::Yaml => {
+            Format::Json | Format::Yaml | Format::Protobuf { .. } => {
                 let mut b = BytesMut::with_capacity(obj.json.len() + 32);
                 b.put_slice(b"{\"type\":\"");
                 b.put_slice(kind.as_bytes());
