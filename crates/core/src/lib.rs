@@ -5,6 +5,7 @@
 //! agent and `tandem check`.
 
 pub mod admission;
+pub mod apiextensions;
 pub mod defaults;
 pub mod events;
 pub mod field;

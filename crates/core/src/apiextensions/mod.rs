@@ -1,0 +1,5 @@
+//! The `apiextensions.k8s.io` machinery: CustomResourceDefinitions and the custom resources they
+//! define. Mirrors upstream `k8s.io/apiextensions-apiserver`.
+
+pub mod crd;
+pub mod schema;
