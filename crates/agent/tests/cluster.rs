@@ -466,8 +466,8 @@ async fn agents_on_a_shared_pod_watch_run_and_delete_only_their_own_pods() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_nodes_small_run_brings_every_deployment_pod_to_running() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (server, client) = start_server(dir.path()).await.expect("server");
-    tandem_controllers::start_all(client.clone(), server.state.registry.clone());
+    let (_server, client) = start_server(dir.path()).await.expect("server");
+    tandem_controllers::start_all(client.clone(), tandem_core::registry::Registry::builtin());
     tokio::spawn(tandem_scheduler::run(
         client.clone(),
         tandem_scheduler::SchedulerOptions::default(),

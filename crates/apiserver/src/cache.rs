@@ -262,7 +262,6 @@ pub struct Cache {
     inner: RwLock<Inner>,
     tx: broadcast::Sender<Arc<CacheEvent>>,
     progress: watch::Sender<Revision>,
-    prefixes: Vec<Arc<str>>,
 }
 
 /// A consistent snapshot of one type's objects.
@@ -292,22 +291,21 @@ impl Cache {
         store: Arc<dyn Store>,
         registry: &Registry,
     ) -> Result<Arc<Cache>, StoreError> {
-        let prefixes: Vec<Arc<str>> = registry
+        let mut types: HashMap<Arc<str>, BTreeMap<String, Arc<Object>>> = registry
             .all()
             .iter()
             .filter(|t| caches(t))
-            .map(|t| Arc::<str>::from(t.key_prefix()))
-            .collect();
-        let mut types: HashMap<Arc<str>, BTreeMap<String, Arc<Object>>> = prefixes
-            .iter()
-            .map(|p| (p.clone(), BTreeMap::new()))
+            .map(|t| (Arc::<str>::from(t.key_prefix()), BTreeMap::new()))
             .collect();
         let list = store.list("/registry/", None, None, None).await?;
         for kv in &list.items {
-            if let Some(prefix) = prefix_of(&prefixes, &kv.key)
-                && let (Some(map), Some(obj)) = (types.get_mut(&prefix), Object::from_kv(kv))
+            if let Some(prefix) = type_prefix(&kv.key)
+                && let Some(obj) = Object::from_kv(kv)
             {
-                map.insert(kv.key.clone(), Arc::new(obj));
+                types
+                    .entry(prefix)
+                    .or_default()
+                    .insert(kv.key.clone(), Arc::new(obj));
             }
         }
         let (tx, _) = broadcast::channel(BROADCAST_CAPACITY);
@@ -322,7 +320,6 @@ impl Cache {
             }),
             tx,
             progress,
-            prefixes,
         });
         tokio::spawn(Self::follow(cache.clone(), store, list.revision));
         Ok(cache)
@@ -367,7 +364,7 @@ impl Cache {
             map.clear();
         }
         for kv in &list.items {
-            if let Some(prefix) = prefix_of(&self.prefixes, &kv.key)
+            if let Some(prefix) = type_prefix(&kv.key)
                 && let Some(obj) = Object::from_kv(kv)
             {
                 inner
@@ -392,7 +389,7 @@ impl Cache {
     /// or a stored value that is not JSON).
     fn apply(&self, ev: &Event) {
         let rev = ev.revision();
-        let prefix = prefix_of(&self.prefixes, ev.key());
+        let prefix = type_prefix(ev.key());
         // The served form is built before taking the write lock, so readers (every create looks
         // its namespace up here) wait only for the map update.
         let object = prefix.as_ref().map(|_| match ev {
@@ -575,9 +572,19 @@ pub fn caches(rt: &ResourceType) -> bool {
     rt.plural != "events"
 }
 
-fn prefix_of(prefixes: &[Arc<str>], key: &str) -> Option<Arc<str>> {
-    prefixes.iter().find(|p| key.starts_with(&***p)).cloned()
+/// The type prefix (`/registry/<group-resource>/`) of a storage key, for the types the cache
+/// keeps: every built-in type but events, and every custom resource, whose types appear as
+/// their CustomResourceDefinitions are established.
+fn type_prefix(key: &str) -> Option<Arc<str>> {
+    let rest = key.strip_prefix(REGISTRY_ROOT)?;
+    let (resource, _) = rest.split_once('/')?;
+    if matches!(resource, "events" | "events.events.k8s.io") {
+        return None;
+    }
+    Some(Arc::from(&key[..REGISTRY_ROOT.len() + resource.len() + 1]))
 }
+
+const REGISTRY_ROOT: &str = "/registry/";
 
 #[cfg(test)]
 mod tests {

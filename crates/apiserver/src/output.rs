@@ -172,9 +172,16 @@ pub fn metadata_list(items: &[Arc<Object>], rv: i64, cont: Option<&str>, beta: b
     })
 }
 
-/// A Table of `objects` with upstream's column definitions for `rt`.
+/// The printer columns of a custom resource version (`additionalPrinterColumns`); built-in
+/// kinds use upstream's printers (`tandem_core::table`).
+pub type CustomColumns<'a> = Option<&'a [tandem_core::apiextensions::crd::PrinterColumn]>;
+
+/// A Table of `objects` with upstream's column definitions for `rt` (or the custom resource's
+/// printer columns).
+#[allow(clippy::too_many_arguments)]
 pub fn table(
     rt: &ResourceType,
+    custom: CustomColumns<'_>,
     objects: &[&Value],
     rv: Option<i64>,
     cont: Option<&str>,
@@ -183,18 +190,22 @@ pub fn table(
     with_columns: bool,
 ) -> Value {
     let now = tandem_core::time::unix(std::time::SystemTime::now()).0;
-    let columns: Vec<Value> = if with_columns {
-        tandem_core::table::columns(rt)
+    let columns: Vec<Value> = match (with_columns, custom) {
+        (false, _) => Vec::new(),
+        (true, Some(custom)) => custom.iter().map(|c| c.to_json()).collect(),
+        (true, None) => tandem_core::table::columns(rt)
             .iter()
             .map(|c| c.to_json())
-            .collect()
-    } else {
-        Vec::new()
+            .collect(),
     };
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
-            let mut row = json!({"cells": tandem_core::table::cells(rt, o, now)});
+            let cells = match custom {
+                Some(custom) => tandem_core::apiextensions::crd::printer_cells(custom, o, now),
+                None => tandem_core::table::cells(rt, o, now),
+            };
+            let mut row = json!({"cells": cells});
             match include {
                 IncludeObject::None => {}
                 IncludeObject::Metadata => row["object"] = partial_metadata(o, beta),
@@ -216,6 +227,7 @@ pub fn table(
 /// Encodes one object in the negotiated format.
 pub fn encode_object(
     rt: &ResourceType,
+    custom: CustomColumns<'_>,
     value: &Value,
     format: Format,
     include: IncludeObject,
@@ -236,7 +248,7 @@ pub fn encode_object(
                     "application/json",
                 );
             }
-            let t = table(rt, &[value], None, None, include, beta, true);
+            let t = table(rt, custom, &[value], None, None, include, beta, true);
             (
                 Bytes::from(serde_json::to_vec(&t).unwrap_or_default()),
                 "application/json",

@@ -10,7 +10,7 @@ use base64::Engine;
 use bytes::Bytes;
 use serde_json::{Value, json};
 use tandem_core::field::FieldError;
-use tandem_core::registry::{Registry, ResourceType};
+use tandem_core::registry::ResourceType;
 use tandem_core::selector::{FieldSelector, LabelSelector};
 use tandem_store::{Revision, Store, StoreError};
 
@@ -24,9 +24,51 @@ use crate::request::Query;
 /// Largest request body accepted, as upstream's 3 MiB limit.
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
+/// Upstream `customResourceStrategy.PrepareForCreate`: with a status subresource the status is
+/// dropped (only `/status` writes it); `metadata.generation` starts at 1.
+fn custom_prepare_for_create(rt: &ResourceType, obj: &mut Value) {
+    if let Some(map) = obj.as_object_mut() {
+        if rt.has_subresource("status") {
+            map.remove("status");
+        }
+        if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("generation".into(), json!(1));
+        }
+    }
+}
+
+/// Upstream `customResourceStrategy.PrepareForUpdate`: `metadata.generation` grows when
+/// anything but metadata (and status, with a status subresource) changed.
+fn custom_prepare_for_update(rt: &ResourceType, new: &mut Value, old: &Value) {
+    let status_owned = rt.has_subresource("status");
+    let changed = |v: &Value| -> Value {
+        let mut v = v.clone();
+        if let Some(map) = v.as_object_mut() {
+            map.remove("metadata");
+            if status_owned {
+                map.remove("status");
+            }
+        }
+        v
+    };
+    let old_generation = old
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let generation = if changed(new) != changed(old) {
+        old_generation + 1
+    } else {
+        old_generation
+    };
+    if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("generation".into(), json!(generation));
+    }
+}
+
 /// Shared state of the API server.
 pub struct State {
-    pub registry: Registry,
+    /// Built-in types and the custom resources of established CRDs (see `crds`).
+    pub registry: crate::crds::CustomResources,
     pub store: Arc<dyn Store>,
     pub cache: Arc<Cache>,
     pub options: Options,
@@ -538,8 +580,10 @@ impl State {
             Format::Table { beta } => {
                 let parsed: Vec<_> = items.iter().map(|o| o.value()).collect();
                 let values: Vec<&Value> = parsed.iter().map(|v| &**v).collect();
+                let custom = self.registry.custom(rt);
                 let table = output::table(
                     rt,
+                    custom.as_ref().map(|c| c.columns.as_slice()),
                     &values,
                     Some(revision),
                     next.as_deref(),
@@ -610,7 +654,37 @@ impl State {
         }
         let mut object = decoded.object;
         drop_empty_metadata(&mut object);
+        if let Some(schema) = self.custom_schema(rt) {
+            // Upstream prunes unknown fields of custom resources (reported like unknown fields
+            // of built-in kinds under `fieldValidation`), then applies the schema's defaults.
+            let pruned = schema.prune(&mut object);
+            if !pruned.is_empty() {
+                let msgs: Vec<String> = pruned
+                    .iter()
+                    .map(|f| format!("unknown field \"{f}\""))
+                    .collect();
+                match ctx.query.get("fieldValidation").unwrap_or("Warn") {
+                    "Strict" => {
+                        return Err(ApiError::bad_request(format!(
+                            "strict decoding error: {}",
+                            msgs.join(", ")
+                        )));
+                    }
+                    "Ignore" => {}
+                    _ => ctx.warnings.extend(msgs),
+                }
+            }
+            schema.default(&mut object);
+        }
         Ok(object)
+    }
+
+    /// The compiled schema of a custom resource's version (`None` for built-in kinds).
+    pub fn custom_schema(
+        &self,
+        rt: &ResourceType,
+    ) -> Option<Arc<tandem_core::apiextensions::schema::Structural>> {
+        self.registry.custom(rt)?.schema.clone()
     }
 
     async fn namespace_allows_create(&self, ns: &str) -> ApiResult<()> {
@@ -778,6 +852,9 @@ impl State {
         }
         crate::pipeline::apply_defaults(rt, &mut obj);
         crate::pipeline::prepare_for_create(rt, &mut obj, &uid);
+        if self.registry.custom(rt).is_some() {
+            custom_prepare_for_create(rt, &mut obj);
+        }
         let mut errors = Vec::new();
         run_admission(
             self,
@@ -795,6 +872,9 @@ impl State {
             errors.extend(crate::service_alloc::allocate(self, rt, &mut obj, None));
         }
         errors.extend(crate::pipeline::validate_create(rt, &obj));
+        if let Some(schema) = self.custom_schema(rt) {
+            errors.extend(schema.validate(&obj));
+        }
         if !errors.is_empty() {
             return Err(ApiError::invalid(rt, &name, &errors));
         }
@@ -861,7 +941,12 @@ impl State {
                 new = old.clone();
                 new["spec"]["finalizers"] = finalizers;
             }
-            _ => crate::pipeline::prepare_for_update(rt, &mut new, old),
+            _ => {
+                crate::pipeline::prepare_for_update(rt, &mut new, old);
+                if self.registry.custom(rt).is_some() {
+                    custom_prepare_for_update(rt, &mut new, old);
+                }
+            }
         }
         crate::auth::admit_write(self, &ctx.user, "update", rt, sub, Some(&new), Some(old))?;
         let mut errors = Vec::new();
@@ -891,6 +976,9 @@ impl State {
             }
             _ => crate::pipeline::validate_update(rt, &new, old),
         });
+        if let Some(schema) = self.custom_schema(rt) {
+            errors.extend(schema.validate_update(&new, old));
+        }
         if !errors.is_empty() {
             return Err(ApiError::invalid(rt, name, &errors));
         }

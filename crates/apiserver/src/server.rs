@@ -104,8 +104,8 @@ impl ApiServer {
         // 10.96.0.1 always is).
         let kubernetes_ip = options.service_ranges.kubernetes_ip().to_string();
         let pki = Pki::load_or_create(&config.data_dir, &[kubernetes_ip])?;
-        let registry = Registry::builtin();
-        let cache = Cache::start(store.clone(), &registry).await?;
+        let registry = crate::crds::CustomResources::default();
+        let cache = Cache::start(store.clone(), &Registry::builtin()).await?;
         let issuer = crate::auth::sa_token::TokenIssuer::load_or_create(
             &pki.dir,
             crate::auth::sa_token::DEFAULT_ISSUER,
@@ -124,7 +124,8 @@ impl ApiServer {
             auth,
             kubelet_client: crate::node_proxy::kubelet_client::kubelet_client(&pki)?,
         });
-        state.auth.rbac.watch(&state.cache, &state.registry);
+        state.auth.rbac.watch(&state.cache, &state.registry.load());
+        crate::crds::start(state.clone());
         crate::bootstrap::ensure_namespaces(&state)
             .await
             .map_err(StartError::Bootstrap)?;
@@ -445,7 +446,7 @@ async fn route(
         return refuse(req, &e).await;
     }
     if req.method() == Method::GET {
-        let reg = &state.registry;
+        let reg = &*state.registry.load();
         match segs.as_slice() {
             ["version"] => return value_response(200, &discovery::version()),
             ["api"] => {
@@ -472,19 +473,22 @@ async fn route(
                 return opt_response(discovery::resource_list(reg, group, version));
             }
             ["openapi", "v2"] => {
-                if accept
-                    .as_deref()
-                    .is_some_and(|a| a.contains("protobuf") && !a.contains("json"))
-                {
-                    return error_response(
-                        &ApiError::not_acceptable(
-                            "only application/json is served for /openapi/v2",
-                        ),
+                return match crate::openapi_pb::negotiate(accept.as_deref()) {
+                    Some(crate::openapi_pb::Format::Json) => {
+                        value_response(200, state.registry.served().openapi_v2())
+                    }
+                    Some(crate::openapi_pb::Format::Protobuf) => openapi_v2_protobuf(&state),
+                    None => error_response(
+                        &ApiError::not_acceptable(format!(
+                            "only application/json and {} are served for /openapi/v2",
+                            crate::openapi_pb::PROTOBUF_MEDIA_TYPE
+                        )),
                         &[],
-                    );
-                }
-                return value_response(200, tandem_core::openapi::v2());
+                    ),
+                };
             }
+            // The pre-1.10 path client-go's discovery falls back to when `/openapi/v2` refuses.
+            ["swagger-2.0.0.pb-v1"] => return openapi_v2_protobuf(&state),
             [".well-known", "openid-configuration"] => {
                 return value_response(200, &state.auth.authn.issuer.openid_configuration());
             }
@@ -492,10 +496,12 @@ async fn route(
                 let body = serde_json::to_vec(&state.auth.authn.issuer.jwks()).unwrap_or_default();
                 return json_response(200, Bytes::from(body), "application/jwk-set+json", &[]);
             }
-            ["openapi", "v3"] => return value_response(200, &tandem_core::openapi::v3_index()),
+            ["openapi", "v3"] => {
+                return value_response(200, state.registry.served().openapi_v3_index());
+            }
             ["openapi", "v3", rest @ ..] => {
-                return match tandem_core::openapi::v3_group_version(&rest.join("/")) {
-                    Some(doc) => value_response(200, doc),
+                return match state.registry.served().openapi_v3(&rest.join("/")) {
+                    Some(doc) => value_response(200, &doc),
                     None => error_response(&ApiError::no_route(), &[]),
                 };
             }
@@ -578,7 +584,7 @@ async fn route(
         }
     };
     let protobuf = matches!(ctx.format, Format::Protobuf { .. });
-    match dispatch(state, &mut ctx, rr, body).await {
+    match dispatch(state.clone(), &mut ctx, rr, body).await {
         Ok(Dispatched::Reply(Reply::Value(code, v), _)) if protobuf => {
             protobuf_response(code, &v, &ctx.warnings)
         }
@@ -589,8 +595,10 @@ async fn route(
             }
         }
         Ok(Dispatched::Reply(Reply::Value(code, v), rt)) => {
+            let custom = state.registry.custom(&rt);
             let (bytes, ct) = output::encode_object(
                 &rt,
+                custom.as_ref().map(|c| c.columns.as_slice()),
                 &v,
                 ctx.format,
                 crate::output::IncludeObject::parse(ctx.query.get("includeObject")),
@@ -673,6 +681,21 @@ fn aggregated_response(v: &Value, beta: bool) -> Response<Body> {
         ct,
         &[],
     )
+}
+
+/// `/openapi/v2` as gnostic protobuf (see `openapi_pb`), encoded once per set of CRDs.
+fn openapi_v2_protobuf(state: &State) -> Response<Body> {
+    let served = state.registry.served();
+    match served.openapi_v2_protobuf() {
+        Ok(bytes) => {
+            let ct = crate::openapi_pb::PROTOBUF_MEDIA_TYPE;
+            let mut resp = json_response(200, Bytes::copy_from_slice(bytes), ct, &[]);
+            resp.headers_mut()
+                .insert(header::VARY, HeaderValue::from_static("Accept"));
+            resp
+        }
+        Err(e) => error_response(&ApiError::internal(e), &[]),
+    }
 }
 
 fn opt_response(v: Option<Value>) -> Response<Body> {

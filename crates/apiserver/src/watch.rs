@@ -25,6 +25,8 @@ const BOOKMARK_INTERVAL: Duration = Duration::from_secs(15);
 
 struct Encoder {
     rt: Arc<ResourceType>,
+    /// The custom resource version's printer columns, for Tables.
+    custom: Option<Arc<crate::crds::CustomVersion>>,
     format: Format,
     include: IncludeObject,
     columns_sent: bool,
@@ -45,6 +47,7 @@ impl Encoder {
             Format::Table { beta } => {
                 let t = output::table(
                     &self.rt,
+                    self.custom.as_ref().map(|c| c.columns.as_slice()),
                     &[&*obj.value()],
                     Some(obj.rv),
                     None,
@@ -140,6 +143,7 @@ pub async fn start(
     }
     let prefix = rt.namespace_prefix(ns.as_deref());
     let mut enc = Encoder {
+        custom: state.registry.custom(&rt),
         rt: rt.clone(),
         format: ctx.format,
         include: IncludeObject::parse(q.get("includeObject")),

@@ -26,6 +26,9 @@ pub fn apply_defaults(rt: &ResourceType, obj: &mut Value) {
     }
     match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "Pod") => pod(obj),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            crate::apiextensions::crd::default_crd(obj)
+        }
         ("", "PodTemplate") => pod_template(obj.get_mut("template")),
         ("", "ReplicationController") => replication_controller(obj),
         ("", "Service") => service(obj),

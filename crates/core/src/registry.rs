@@ -133,6 +133,14 @@ impl Registry {
         Registry { types }
     }
 
+    /// This registry with `extra` types served after the built-in ones (the custom resources
+    /// of established CustomResourceDefinitions).
+    pub fn with_extra(&self, extra: impl IntoIterator<Item = ResourceType>) -> Registry {
+        let mut types = self.types.clone();
+        types.extend(extra.into_iter().map(Arc::new));
+        Registry { types }
+    }
+
     /// All resource types in registration order.
     pub fn all(&self) -> &[Arc<ResourceType>] {
         &self.types

@@ -23,6 +23,24 @@ pub fn has_status_subresource(rt: &ResourceType) -> bool {
     rt.has_subresource("status")
 }
 
+fn add_finalizer(obj: &mut Value, finalizer: &str) {
+    let Some(meta) = meta_mut(obj) else {
+        return;
+    };
+    let list = meta
+        .entry("finalizers")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Value::Array(list) = list
+        && !list.iter().any(|f| f == finalizer)
+    {
+        list.push(json!(finalizer));
+    }
+}
+
+fn is_crd(rt: &ResourceType) -> bool {
+    rt.group == crate::apiextensions::crd::GROUP && rt.kind == "CustomResourceDefinition"
+}
+
 /// Whether upstream tracks `metadata.generation` for the kind: 1 on create, +1 whenever the
 /// desired state changes.
 pub fn tracks_generation(rt: &ResourceType) -> bool {
@@ -102,6 +120,11 @@ pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value, uid: &str) {
     }
     if let Some(status) = initial_status(rt, obj) {
         set(obj, "status", status);
+    }
+    if is_crd(rt) {
+        crate::apiextensions::crd::prepare_for_create(obj);
+        // Upstream's finalizer controller removes the CRD's objects before the CRD goes.
+        add_finalizer(obj, "customresourcecleanup.apiextensions.k8s.io");
     }
     if tracks_generation(rt)
         && let Some(meta) = meta_mut(obj)
@@ -325,6 +348,9 @@ pub fn prepare_for_update(rt: &ResourceType, new: &mut Value, old: &Value) {
     keep_system_meta(new, old);
     if has_status_subresource(rt) {
         copy_field(new, old, "status");
+    }
+    if is_crd(rt) {
+        crate::apiextensions::crd::prepare_for_update(new, old);
     }
     match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "Namespace") => {

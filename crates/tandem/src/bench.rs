@@ -123,8 +123,11 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             Ok(())
         }
         BenchCommand::Controllers(b) => {
-            let (_dir, server, client) = bench_server().await?;
-            tandem_controllers::start_all(client.clone(), server.state.registry.clone());
+            let (_dir, _server, client) = bench_server().await?;
+            tandem_controllers::start_all(
+                client.clone(),
+                tandem_core::registry::Registry::builtin(),
+            );
             tokio::spawn(tandem_scheduler::run(
                 client.clone(),
                 tandem_scheduler::SchedulerOptions::default(),
@@ -146,10 +149,10 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             Ok(())
         }
         BenchCommand::Nodes(b) => {
-            let (dir, server, client) = bench_server().await?;
+            let (dir, _server, client) = bench_server().await?;
             // As in `tandem up`: the controllers share one client and the scheduler has an
             // HTTP/2 connection of its own; the agents another, the bench and its probe one each.
-            tandem_controllers::start_all(client, server.state.registry.clone());
+            tandem_controllers::start_all(client, tandem_core::registry::Registry::builtin());
             let kubeconfig = dir.path().join("kubeconfig");
             tokio::spawn(tandem_scheduler::run(
                 crate::h2_client::client_from(&kubeconfig).await?,

@@ -123,7 +123,10 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
     let client = client_from(&kubeconfig).await?;
     let controllers_client =
         identity_client(&server, "system:kube-controller-manager", &[], false).await?;
-    tandem_controllers::start_all(controllers_client.clone(), server.state.registry.clone());
+    tandem_controllers::start_all(
+        controllers_client.clone(),
+        tandem_core::registry::Registry::builtin(),
+    );
     tokio::spawn(tandem_controllers::root_ca_publisher::run(
         controllers_client.clone(),
         server.pki.ca_pem.clone(),

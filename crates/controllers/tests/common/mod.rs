@@ -43,7 +43,7 @@ pub async fn start() -> Result<Cluster> {
     let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
         .await?;
     let client = Client::try_from(cfg)?;
-    tandem_controllers::start_all(client.clone(), server.state.registry.clone());
+    tandem_controllers::start_all(client.clone(), tandem_core::registry::Registry::builtin());
     Ok(Cluster {
         client,
         server,

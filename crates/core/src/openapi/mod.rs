@@ -5,6 +5,8 @@
 //! - [`definitions`] / [`root_definition`]: the schema of every published definition.
 //! - [`v3_index`] / [`v3_group_version`]: `/openapi/v3` and `/openapi/v3/<api|apis/group>/<version>`.
 //! - [`v2`]: `/openapi/v2` as Swagger 2.0 JSON.
+//! - [`v3_document`] / [`v3_index_with_crds`] / [`v2_with_crds`]: the same for custom resources
+//!   (module `crd`), built on demand from the established CRDs.
 //!
 //! What stock `kubectl` reads from these documents, and so what they must keep:
 //! - `kubectl explain` (`k8s.io/kubectl/pkg/explain/v2`, `templates/plaintext.tmpl`) finds the
@@ -17,12 +19,17 @@
 //!   kind's PATCH request body accepts `application/strategic-merge-patch+json`, reading
 //!   `x-kubernetes-patch-strategy`/`-merge-key` from the properties.
 
+mod crd;
 mod params;
 mod routes;
 mod schemas;
 mod v2;
 mod v3;
 
+pub use crd::{
+    crd_definition_name, v2_with_crds, v3_document, v3_document_for_path, v3_index_entries,
+    v3_index_with_crds,
+};
 pub use schemas::{V3_REF_PREFIX, definitions, root_definition};
 pub use v2::{V2_REF_PREFIX, v2};
 pub use v3::{v3_group_version, v3_index};

@@ -40,6 +40,12 @@ pub(crate) struct Operation {
     pub response: Response,
     /// Status codes answered with `response` (`200`, `201`, `202`).
     pub codes: &'static [&'static str],
+    /// Media types of the response (Swagger 2.0 `produces`, the OpenAPI v3 response `content`).
+    pub produces: &'static [&'static str],
+    /// Swagger 2.0 `consumes` of an operation without a request body: `*/*` for built-in kinds,
+    /// JSON and YAML for custom resources (whose operations declare it even on GET, as
+    /// upstream's CRD builder does). With a body, [`Body::media_types`] is used instead.
+    pub bodiless_consumes: &'static [&'static str],
 }
 
 /// A request body.
@@ -61,6 +67,7 @@ pub(crate) enum Response {
 }
 
 impl Response {
+    /// The media types a built-in kind answers with; list and watch operations also stream.
     pub fn media_types(&self, streaming: bool) -> &'static [&'static str] {
         match (self, streaming) {
             (Response::Text, _) => &["text/plain", "application/json", "application/yaml"],
@@ -82,43 +89,72 @@ const PATCH_MEDIA_BUILTIN: &[&str] = &[
 ];
 /// Custom resources (here: GMSACredentialSpec) do not accept strategic merge patch; kubectl's
 /// `apply` checks this media type (`Patcher.gvkSupportsPatchOpenAPIV3`) to pick the patch type.
-const PATCH_MEDIA_CUSTOM: &[&str] = &[
+pub(super) const PATCH_MEDIA_CUSTOM: &[&str] = &[
     "application/apply-patch+yaml",
     "application/json-patch+json",
     "application/merge-patch+json",
 ];
 const ANY_MEDIA: &[&str] = &["*/*"];
+/// What custom resources answer with and accept outside PATCH (upstream's CRD builder).
+pub(super) const JSON_YAML: &[&str] = &["application/json", "application/yaml"];
 
 /// Groups served as custom resources upstream: no strategic merge patch.
 fn is_custom_group(group: &str) -> bool {
     group == "windows.k8s.io"
 }
 
-/// `Core`, `Apps`, `Node` (for `node.k8s.io`), `Coordination`, …: the group as upstream's
-/// operation ids spell it.
-fn group_camel(group: &str) -> String {
-    if group.is_empty() {
-        return "Core".to_string();
+/// Upstream's `ToValidOperationID` (`apiserver/pkg/endpoints/openapi`): drops every character
+/// that is not a letter, `_` or a non-leading digit, upper-casing the character after each
+/// dropped one (and the first, when `capitalize_first`): `cert-manager.io` → `CertManagerIo`.
+fn to_valid_operation_id(s: &str, capitalize_first: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut capitalize = capitalize_first;
+    for (i, c) in s.chars().enumerate() {
+        if c.is_alphabetic() || c == '_' || (i != 0 && c.is_numeric()) {
+            if capitalize {
+                out.extend(c.to_uppercase());
+                capitalize = false;
+            } else {
+                out.push(c);
+            }
+        } else {
+            capitalize = true;
+        }
     }
-    let trimmed = group.strip_suffix(".k8s.io").unwrap_or(group);
-    trimmed.split(['.', '-']).map(capitalize).collect()
+    out
 }
 
-/// `core_v1`, `apps_v1`, `node_v1`, `rbacAuthorization_v1`: upstream's operation tags
-/// (`GetOperationIDAndTags`: the group without `.k8s.io`, camel-cased at each separator as
-/// `ToValidOperationID(group, false)` does, then `_` and the version).
-fn tag(group: &str, version: &str) -> String {
+/// The group as `GetOperationIDAndTags` names it: without `.k8s.io`, `core` for the legacy group.
+fn operation_group(group: &str) -> &str {
     if group.is_empty() {
-        return format!("core_{version}");
+        "core"
+    } else {
+        group.strip_suffix(".k8s.io").unwrap_or(group)
     }
-    let trimmed = group.strip_suffix(".k8s.io").unwrap_or(group);
-    let mut parts = trimmed.split(['.', '-']);
-    let first = parts.next().unwrap_or_default().to_string();
-    let camel: String = parts.map(capitalize).collect();
-    format!("{first}{camel}_{version}")
 }
 
-fn capitalize(s: &str) -> String {
+/// `CoreV1`, `AppsV1`, `NodeV1` (for `node.k8s.io`), `CertManagerIoV1`, …: what upstream's
+/// operation ids put between the verb and the kind (`GetOperationIDAndTags`).
+pub(super) fn id_stem(group: &str, version: &str) -> String {
+    format!(
+        "{}{}",
+        to_valid_operation_id(operation_group(group), true),
+        to_valid_operation_id(version, true)
+    )
+}
+
+/// `core_v1`, `apps_v1`, `node_v1`, `rbacAuthorization_v1`, `certManagerIo_v1`: upstream's
+/// operation tags (`GetOperationIDAndTags`: the group without `.k8s.io` through
+/// `ToValidOperationID(group, false)`, then `_` and the version).
+pub(super) fn tag(group: &str, version: &str) -> String {
+    format!(
+        "{}_{}",
+        to_valid_operation_id(operation_group(group), false),
+        to_valid_operation_id(version, false)
+    )
+}
+
+pub(super) fn capitalize(s: &str) -> String {
     let mut chars = s.chars();
     match chars.next() {
         Some(first) => first.to_ascii_uppercase().to_string() + chars.as_str(),
@@ -164,6 +200,8 @@ impl Ctx<'_> {
         scope: &str,
         suffix: &str,
     ) -> Operation {
+        let response = Response::Definition(self.definition.clone());
+        let produces = response.media_types(matches!(action, "list" | "watch" | "watchlist"));
         Operation {
             method,
             action,
@@ -173,8 +211,10 @@ impl Ctx<'_> {
             gvk: self.gvk.clone(),
             parameters: Vec::new(),
             body: None,
-            response: Response::Definition(self.definition.clone()),
+            response,
             codes: &["200"],
+            produces,
+            bodiless_consumes: ANY_MEDIA,
         }
     }
 }
@@ -199,7 +239,7 @@ fn resource_routes(rt: &ResourceType, routes: &mut Vec<Route>) {
         rt,
         definition: definition.to_string(),
         list_definition: list_definition.unwrap_or_default().to_string(),
-        id_stem: format!("{}{}", group_camel(&rt.group), capitalize(&rt.version)),
+        id_stem: id_stem(&rt.group, &rt.version),
         tag: tag(&rt.group, &rt.version),
         gvk: (rt.group.clone(), rt.version.clone(), rt.kind.clone()),
         patch_media: if is_custom_group(&rt.group) {
@@ -442,6 +482,7 @@ fn resource_routes(rt: &ResourceType, routes: &mut Vec<Route>) {
                 get.description = format!("read log of the specified {kind}");
                 get.parameters = queries(LOG_QUERY);
                 get.response = Response::Text;
+                get.produces = get.response.media_types(false);
                 vec![get]
             }
             // exec/attach/portforward are connect (upgrade) endpoints kubectl finds by URL, not
@@ -506,9 +547,13 @@ mod tests {
 
     #[test]
     fn operation_ids_follow_upstream_naming() {
-        assert_eq!(group_camel(""), "Core");
-        assert_eq!(group_camel("node.k8s.io"), "Node");
-        assert_eq!(group_camel("apps"), "Apps");
+        assert_eq!(id_stem("", "v1"), "CoreV1");
+        assert_eq!(id_stem("node.k8s.io", "v1"), "NodeV1");
+        assert_eq!(id_stem("apps", "v1beta2"), "AppsV1beta2");
+        assert_eq!(id_stem("cert-manager.io", "v1"), "CertManagerIoV1");
+        assert_eq!(tag("cert-manager.io", "v1alpha1"), "certManagerIo_v1alpha1");
+        // Upstream drops a leading digit and capitalizes what follows a dropped character.
+        assert_eq!(to_valid_operation_id("1a.b2-c", true), "AB2C");
         assert_eq!(tag("discovery.k8s.io", "v1"), "discovery_v1");
         let routes = group_version_routes(&Registry::builtin(), "", "v1");
         let ids: Vec<&str> = routes
@@ -532,8 +577,8 @@ mod tests {
         );
         assert_eq!(tag("", "v1"), "core_v1");
         assert_eq!(
-            group_camel("rbac.authorization.k8s.io"),
-            "RbacAuthorization"
+            id_stem("rbac.authorization.k8s.io", "v1"),
+            "RbacAuthorizationV1"
         );
     }
 

@@ -84,6 +84,7 @@ const TYPED_KINDS: &[TypedKind] = typed_kinds! {
     "authorization.k8s.io/v1" "SubjectAccessReview" => authorization::v1::SubjectAccessReview, list: false;
     "certificates.k8s.io/v1" "CertificateSigningRequest" => certificates::v1::CertificateSigningRequest, list: true;
     "rbac.authorization.k8s.io/v1" "ClusterRoleBinding" => rbac::v1::ClusterRoleBinding, list: true;
+    "apiextensions.k8s.io/v1" "CustomResourceDefinition" => k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition, list: true;
     "rbac.authorization.k8s.io/v1" "ClusterRole" => rbac::v1::ClusterRole, list: true;
     "rbac.authorization.k8s.io/v1" "RoleBinding" => rbac::v1::RoleBinding, list: true;
     "rbac.authorization.k8s.io/v1" "Role" => rbac::v1::Role, list: true;
@@ -266,7 +267,10 @@ fn wrap_described_refs(value: &mut Value) {
             for child in object.values_mut() {
                 wrap_described_refs(child);
             }
+            // A `$ref` key whose value is not a string is a property named `$ref` (in
+            // JSONSchemaProps' `properties`), not a reference.
             if object.len() > 1
+                && object.get("$ref").is_some_and(Value::is_string)
                 && let Some(reference) = object.remove("$ref")
             {
                 object.insert("allOf".to_string(), json!([{ "$ref": reference }]));
@@ -324,7 +328,8 @@ fn add_patch_extensions(definition: &str, schema: &mut Value) {
     }
 }
 
-fn type_meta_properties() -> Map<String, Value> {
+/// `apiVersion` and `kind`, as upstream's `TypeMeta` describes them.
+pub(super) fn type_meta_properties() -> Map<String, Value> {
     let mut properties = Map::new();
     properties.insert(
         "apiVersion".to_string(),
@@ -343,6 +348,24 @@ fn type_meta_properties() -> Map<String, Value> {
     properties
 }
 
+/// The `metadata` property of a kind: an `ObjectMeta`, described as upstream's
+/// `PartialObjectMetadata` describes it.
+pub(super) fn object_metadata_property() -> Value {
+    json!({
+        "allOf": [schema_ref(OBJECT_META)],
+        "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+    })
+}
+
+/// The `metadata` property of a `<Kind>List`: a `ListMeta`, described as upstream's
+/// `PartialObjectMetadataList` describes it.
+pub(super) fn list_metadata_property() -> Value {
+    json!({
+        "allOf": [schema_ref(LIST_META)],
+        "description": "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+    })
+}
+
 /// `<Kind>List`, as upstream's generated list types: `items` required, `metadata` a `ListMeta`.
 fn list_definition(item: &str, kind: &str) -> Value {
     let mut properties = type_meta_properties();
@@ -354,13 +377,7 @@ fn list_definition(item: &str, kind: &str) -> Value {
             "items": schema_ref(item),
         }),
     );
-    properties.insert(
-        "metadata".to_string(),
-        json!({
-            "allOf": [schema_ref(LIST_META)],
-            "description": "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
-        }),
-    );
+    properties.insert("metadata".to_string(), list_metadata_property());
     json!({
         "description": format!("{kind}List is a list of {kind} objects."),
         "type": "object",
@@ -400,13 +417,7 @@ fn watch_event_definition() -> Value {
 fn gmsa_credential_spec() -> Value {
     let string = json!({ "type": "string" });
     let mut properties = type_meta_properties();
-    properties.insert(
-        "metadata".to_string(),
-        json!({
-            "allOf": [schema_ref(OBJECT_META)],
-            "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
-        }),
-    );
+    properties.insert("metadata".to_string(), object_metadata_property());
     properties.insert(
         "credspec".to_string(),
         json!({

@@ -58,7 +58,7 @@ fn build() -> Value {
 
 /// Turns `{"allOf": [{"$ref": r}], …}` back into `{"$ref": r, …}` and points refs at
 /// `#/definitions/`.
-fn to_v2_schema(value: &mut Value) {
+pub(super) fn to_v2_schema(value: &mut Value) {
     match value {
         Value::Object(object) => {
             for child in object.values_mut() {
@@ -95,7 +95,8 @@ fn definition_ref(name: &str) -> Value {
     json!({ "$ref": format!("{V2_REF_PREFIX}{name}") })
 }
 
-fn path_item(route: &Route) -> Value {
+/// The Swagger 2.0 path item of `route`.
+pub(super) fn path_item(route: &Route) -> Value {
     let mut item = Map::new();
     for operation in &route.operations {
         item.insert(operation.method.to_string(), operation_object(operation));
@@ -122,7 +123,6 @@ fn parameter(param: &Param) -> Value {
 }
 
 fn operation_object(op: &Operation) -> Value {
-    let streaming = matches!(op.action, "list" | "watch" | "watchlist");
     let schema = match &op.response {
         Response::Definition(name) => definition_ref(name),
         Response::Text => json!({ "type": "string" }),
@@ -142,7 +142,7 @@ fn operation_object(op: &Operation) -> Value {
     responses.insert("401".to_string(), json!({ "description": "Unauthorized" }));
 
     let mut parameters: Vec<Value> = Vec::new();
-    let mut consumes: Vec<&str> = vec!["*/*"];
+    let mut consumes = op.bodiless_consumes;
     if let Some(body) = &op.body {
         let mut body_param =
             json!({ "name": "body", "in": "body", "schema": definition_ref(&body.definition) });
@@ -150,14 +150,14 @@ fn operation_object(op: &Operation) -> Value {
             body_param["required"] = Value::Bool(true);
         }
         parameters.push(body_param);
-        consumes = body.media_types.to_vec();
+        consumes = body.media_types;
     }
     parameters.extend(op.parameters.iter().map(parameter));
     let (group, version, kind) = &op.gvk;
     json!({
         "description": op.description,
         "consumes": consumes,
-        "produces": op.response.media_types(streaming),
+        "produces": op.produces,
         "schemes": ["https"],
         "tags": [op.tag],
         "operationId": op.operation_id,

@@ -43,10 +43,21 @@ pub fn v3_index() -> Value {
 /// and `fieldValidation`; patches also `force`), and in `components.schemas` the definitions those
 /// operations reference, transitively.
 pub fn v3_group_version(path: &str) -> Option<&'static Value> {
+    v3().documents.get(normalize_key(path))
+}
+
+/// The index key a request path names: `/openapi/v3/apis/apps/v1?hash=…` → `apis/apps/v1`.
+pub(super) fn normalize_key(path: &str) -> &str {
     let key = path.trim_start_matches('/');
     let key = key.strip_prefix("openapi/v3/").unwrap_or(key);
-    let key = key.split('?').next().unwrap_or(key).trim_end_matches('/');
-    v3().documents.get(key)
+    key.split('?').next().unwrap_or(key).trim_end_matches('/')
+}
+
+/// The index entry of a group-version document: `{"serverRelativeURL":
+/// "/openapi/v3/<key>?hash=<HASH>"}`, the hash a hex FNV-1a digest of the serialized document.
+pub(super) fn index_entry(key: &str, document: &Value) -> Value {
+    let bytes = serde_json::to_vec(document).expect("JSON values always serialize");
+    json!({ "serverRelativeURL": format!("/openapi/v3/{key}?hash={:016X}", fnv1a64(&bytes)) })
 }
 
 /// The index key of a group-version: `api/v1` or `apis/<group>/<version>`.
@@ -66,11 +77,7 @@ fn build() -> V3 {
         let routes = group_version_routes(&registry, &group, &version);
         let document = document(&routes);
         let key = index_key(&group, &version);
-        let bytes = serde_json::to_vec(&document).expect("JSON values always serialize");
-        index.insert(
-            key.clone(),
-            json!({ "serverRelativeURL": format!("/openapi/v3/{key}?hash={:016X}", fnv1a64(&bytes)) }),
-        );
+        index.insert(key.clone(), index_entry(&key, &document));
         documents.insert(key, document);
     }
     V3 {
@@ -80,11 +87,7 @@ fn build() -> V3 {
 }
 
 fn document(routes: &[Route]) -> Value {
-    let mut paths = Map::new();
-    for route in routes {
-        paths.insert(route.path.clone(), path_item(route));
-    }
-    let paths = Value::Object(paths);
+    let paths = Value::Object(paths(routes));
     json!({
         "openapi": "3.0.0",
         "info": { "title": INFO_TITLE, "version": INFO_VERSION },
@@ -101,6 +104,14 @@ fn document(routes: &[Route]) -> Value {
             },
         },
     })
+}
+
+/// The `paths` object of `routes`: path → path item.
+pub(super) fn paths(routes: &[Route]) -> Map<String, Value> {
+    routes
+        .iter()
+        .map(|route| (route.path.clone(), path_item(route)))
+        .collect()
 }
 
 /// The definitions `root` references, and everything those reference.
@@ -158,10 +169,8 @@ fn response_schema(response: &Response) -> Value {
 }
 
 fn operation_object(op: &Operation) -> Value {
-    let streaming = matches!(op.action, "list" | "watch" | "watchlist");
     let content: Map<String, Value> = op
-        .response
-        .media_types(streaming)
+        .produces
         .iter()
         .map(|mt| {
             (

@@ -455,6 +455,17 @@ pub(super) const BUILTIN: &[Spec] = &[
         verbs: READ_WRITE,
     },
     Spec {
+        group: "apiextensions.k8s.io",
+        version: "v1",
+        kind: "CustomResourceDefinition",
+        plural: "customresourcedefinitions",
+        namespaced: false,
+        short: &["crd", "crds"],
+        categories: &["api-extensions"],
+        sub: &["status"],
+        verbs: READ_WRITE,
+    },
+    Spec {
         group: "windows.k8s.io",
         version: "v1",
         kind: "GMSACredentialSpec",

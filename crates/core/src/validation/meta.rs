@@ -108,7 +108,17 @@ fn validate_finalizers(meta: &Value, path: &Path) -> Vec<FieldError> {
                 msgs.into_iter()
                     .map(|m| FieldError::invalid(path, &json!(f), m)),
             );
-        } else if !f.contains('/') && !matches!(f, "kubernetes" | "orphan" | "foregroundDeletion") {
+        } else if !f.contains('/')
+            && !matches!(
+                f,
+                "kubernetes"
+                    | "orphan"
+                    | "foregroundDeletion"
+                    // The API server's own, on every CRD (apiextensions validates finalizers
+                    // only as qualified names).
+                    | "customresourcecleanup.apiextensions.k8s.io"
+            )
+        {
             errs.push(FieldError::invalid(
                 path,
                 &json!(f),

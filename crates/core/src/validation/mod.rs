@@ -45,6 +45,10 @@ pub fn name_rule(rt: &ResourceType) -> NameRule {
 }
 
 /// Kind-specific validation of a new object (everything after ObjectMeta).
+fn is_crd(rt: &ResourceType) -> bool {
+    rt.group == crate::apiextensions::crd::GROUP && rt.kind == "CustomResourceDefinition"
+}
+
 fn validate_kind(rt: &ResourceType, obj: &Value) -> Vec<FieldError> {
     let null = Value::Null;
     match (rt.group.as_str(), rt.kind.as_str()) {
@@ -93,6 +97,10 @@ fn validate_kind(rt: &ResourceType, obj: &Value) -> Vec<FieldError> {
 /// scope, labels, annotations, finalizers, owner references) and then the kind's own rules.
 /// Mirrors each upstream strategy's `Validate`.
 pub fn validate_create(rt: &ResourceType, obj: &Value) -> Vec<FieldError> {
+    if is_crd(rt) {
+        // Upstream's CRD validation checks its ObjectMeta itself (the name is plural.group).
+        return crate::apiextensions::crd::validate_crd(obj);
+    }
     let mut errs = meta::validate_object_meta(obj, rt.namespaced, name_rule(rt));
     errs.extend(validate_kind(rt, obj));
     errs
@@ -102,6 +110,9 @@ pub fn validate_create(rt: &ResourceType, obj: &Value) -> Vec<FieldError> {
 /// rules (immutable fields, the pod update restrictions, …) and its create rules where upstream
 /// re-validates the whole object. Mirrors each upstream strategy's `ValidateUpdate`.
 pub fn validate_update(rt: &ResourceType, new: &Value, old: &Value) -> Vec<FieldError> {
+    if is_crd(rt) {
+        return crate::apiextensions::crd::validate_crd_update(new, old);
+    }
     let mut errs = meta::validate_object_meta_update(new, old);
     let kind_errs = match (rt.group.as_str(), rt.kind.as_str()) {
         // Upstream `ValidatePodUpdate` does not re-run `ValidatePodSpec`: it allows a fixed set
@@ -137,6 +148,9 @@ pub fn validate_update(rt: &ResourceType, new: &Value, old: &Value) -> Vec<Field
 /// upstream checks (non-negative replica counters for workloads, the Namespace phase).
 /// Mirrors each upstream status strategy's `ValidateUpdate`.
 pub fn validate_status_update(rt: &ResourceType, new: &Value, old: &Value) -> Vec<FieldError> {
+    if is_crd(rt) {
+        return crate::apiextensions::crd::validate_crd_status_update(new, old);
+    }
     let mut errs = meta::validate_object_meta_update(new, old);
     let null = Value::Null;
     let status = new.get("status").unwrap_or(&null);

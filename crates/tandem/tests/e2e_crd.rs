@@ -1,0 +1,292 @@
+//! End-to-end: CustomResourceDefinitions (issue 17). The CRDs of widely used projects applied
+//! with kubectl and exercised with their valid and invalid objects, a kube-rs
+//! `#[derive(CustomResource)]` controller reconciling its own kind, and a deleted CRD taking its
+//! objects with it.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected shapes")]
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::Server;
+use futures::StreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::{CustomResource, CustomResourceExt, ResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/crds")
+}
+
+/// `kubectl wait` until the CRD is established.
+fn established(s: &Server, name: &str) {
+    let out = s.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        &format!("crd/{name}"),
+        "--timeout=30s",
+    ]);
+    assert!(out.success(), "{name} established: {}", out.combined());
+}
+
+#[test]
+fn real_crds_validate_their_objects_as_kube_apiserver_does() {
+    let s = Server::start();
+    let dir = fixtures();
+    s.kubectl(&["create", "namespace", "monitoring"]).ok();
+    for (crd, name) in [
+        (
+            "cert-manager.io_certificates",
+            "certificates.cert-manager.io",
+        ),
+        ("cert-manager.io_issuers", "issuers.cert-manager.io"),
+        (
+            "monitoring.coreos.com_servicemonitors",
+            "servicemonitors.monitoring.coreos.com",
+        ),
+        (
+            "monitoring.coreos.com_prometheusrules",
+            "prometheusrules.monitoring.coreos.com",
+        ),
+    ] {
+        let file = dir.join(format!("{crd}.yaml"));
+        let out = s.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+        assert!(out.success(), "{crd}: {}", out.combined());
+        established(&s, name);
+        let valid = dir.join(format!("examples/{crd}-valid.yaml"));
+        let out = s.kubectl(&["apply", "-f", valid.to_str().unwrap()]);
+        assert!(out.success(), "{crd} valid object: {}", out.combined());
+        // The invalid example's first line names the field path of the one error expected.
+        let invalid = dir.join(format!("examples/{crd}-invalid.yaml"));
+        let text = std::fs::read_to_string(&invalid).unwrap();
+        let first = text.lines().next().unwrap();
+        let path = first
+            .split("error field path: ")
+            .nth(1)
+            .and_then(|r| r.split([' ', '(']).next())
+            .unwrap();
+        let out = s.kubectl(&["apply", "-f", invalid.to_str().unwrap()]);
+        assert!(!out.success(), "{crd} invalid object was accepted");
+        assert!(
+            out.stderr.contains(&format!("{path}:")) && out.stderr.contains("is invalid"),
+            "{crd}: expected an error at {path}: {}",
+            out.stderr
+        );
+    }
+    // Printer columns and short names of the CRD.
+    let out = s.kubectl(&["get", "cert", "-o", "wide"]);
+    assert!(out.success(), "{}", out.combined());
+    let header = out.stdout.lines().next().unwrap_or_default().to_string();
+    for col in ["READY", "SECRET", "ISSUER", "AGE"] {
+        assert!(header.contains(col), "columns: {header}");
+    }
+    // `kubectl explain` reads the custom kind from OpenAPI v3.
+    let out = s.kubectl(&["explain", "certificate.spec.secretName"]);
+    assert!(out.success(), "{}", out.combined());
+    assert!(
+        out.stdout.contains("secretName") && out.stdout.contains("<string>"),
+        "{}",
+        out.stdout
+    );
+    // Unknown fields are pruned, with upstream's warning; strict validation refuses them.
+    let extra = r#"{"apiVersion":"monitoring.coreos.com/v1","kind":"ServiceMonitor","metadata":{"name":"extra","namespace":"monitoring"},"spec":{"selector":{},"endpoints":[{"port":"web","surprise":1}]}}"#;
+    let out = s.kubectl_stdin(&["create", "--validate=warn", "-f", "-"], extra);
+    assert!(out.success(), "{}", out.combined());
+    assert!(
+        out.stderr
+            .contains("unknown field \"spec.endpoints[0].surprise\""),
+        "{}",
+        out.stderr
+    );
+    let stored = s
+        .get_json(&["servicemonitor", "extra", "-n", "monitoring"])
+        .unwrap();
+    assert!(stored["spec"]["endpoints"][0].get("surprise").is_none());
+    let out = s.kubectl_stdin(
+        &["create", "--validate=strict", "-f", "-"],
+        &extra.replace("\"extra\"", "\"strict\""),
+    );
+    assert!(!out.success(), "strict validation refuses unknown fields");
+
+    // The upstream gMSA CRD names a kind tandem serves built in: it is refused with
+    // upstream's NamesAccepted reason, and the built-in kind keeps working.
+    let gmsa = dir.join("windows.k8s.io_gmsacredentialspecs.yaml");
+    let out = s.kubectl(&["apply", "-f", gmsa.to_str().unwrap()]);
+    assert!(out.success(), "{}", out.combined());
+    let cond = s.eventually("the gMSA CRD's NamesAccepted condition", WAIT, || {
+        let crd = s.get_json(&["crd", "gmsacredentialspecs.windows.k8s.io"])?;
+        crd["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "NamesAccepted")
+            .cloned()
+    });
+    assert_eq!(cond["status"], "False", "{cond}");
+    assert!(
+        cond["reason"].as_str().unwrap().ends_with("Conflict"),
+        "{cond}"
+    );
+    let valid = dir.join("examples/windows.k8s.io_gmsacredentialspecs-valid.yaml");
+    let out = s.kubectl(&["apply", "-f", valid.to_str().unwrap()]);
+    assert!(out.success(), "{}", out.combined());
+}
+
+#[test]
+fn deleting_a_crd_removes_its_objects() {
+    let s = Server::start();
+    let crd = fixtures().join("cert-manager.io_issuers.yaml");
+    let crd = crd.to_str().unwrap();
+    assert!(s.kubectl(&["apply", "-f", crd]).success());
+    established(&s, "issuers.cert-manager.io");
+    let issuer = r#"{"apiVersion":"cert-manager.io/v1","kind":"Issuer","metadata":{"name":"self","namespace":"default"},"spec":{"selfSigned":{}}}"#;
+    s.create(issuer);
+    let out = s.kubectl(&["delete", "crd", "issuers.cert-manager.io", "--timeout=30s"]);
+    assert!(out.success(), "{}", out.combined());
+    assert!(s.kubectl(&["apply", "-f", crd]).success());
+    established(&s, "issuers.cert-manager.io");
+    let out = s.kubectl(&["get", "issuers", "-A", "-o", "name"]);
+    assert!(out.success(), "{}", out.combined());
+    assert_eq!(
+        out.stdout.trim(),
+        "",
+        "the old issuer was removed with its CRD"
+    );
+}
+
+/// A kind of the test's own, as an operator author writes it with kube-rs.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
+#[kube(
+    group = "tandem.test",
+    version = "v1",
+    kind = "Widget",
+    namespaced,
+    status = "WidgetStatus",
+    shortname = "wd",
+    printcolumn = r#"{"name":"Size","type":"integer","jsonPath":".spec.size"}"#
+)]
+pub struct WidgetSpec {
+    size: i32,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
+pub struct WidgetStatus {
+    observed_size: i32,
+}
+
+#[derive(Debug)]
+struct ReconcileError(kube::Error);
+
+impl std::fmt::Display for ReconcileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl std::error::Error for ReconcileError {}
+
+/// Copies `spec.size` into `status.observed_size` through the status subresource.
+async fn reconcile(
+    w: std::sync::Arc<Widget>,
+    api: std::sync::Arc<Api<Widget>>,
+) -> Result<Action, ReconcileError> {
+    let status = json!({"status": {"observed_size": w.spec.size}});
+    api.patch_status(
+        &w.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&status),
+    )
+    .await
+    .map_err(ReconcileError)?;
+    Ok(Action::await_change())
+}
+
+#[test]
+fn a_kube_rs_custom_resource_controller_runs_against_tandem() {
+    let s = Server::start();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let kubeconfig = kube::config::Kubeconfig::read_from(s.kubeconfig()).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        let client = kube::Client::try_from(config).unwrap();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        crds.create(&PostParams::default(), &Widget::crd())
+            .await
+            .unwrap();
+        let established = kube::runtime::wait::await_condition(
+            crds.clone(),
+            "widgets.tandem.test",
+            kube::runtime::wait::conditions::is_crd_established(),
+        );
+        tokio::time::timeout(WAIT, established)
+            .await
+            .expect("established within 30 s")
+            .unwrap();
+
+        let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
+        let api = std::sync::Arc::new(widgets.clone());
+        let controller = Controller::new(widgets.clone(), Default::default())
+            .run(
+                reconcile,
+                |_, _, _| Action::requeue(Duration::from_secs(1)),
+                api,
+            )
+            .for_each(|_| async {});
+        let controller = tokio::spawn(controller);
+
+        widgets
+            .create(
+                &PostParams::default(),
+                &Widget::new("w1", WidgetSpec { size: 3 }),
+            )
+            .await
+            .unwrap();
+        let mut observed = None;
+        for _ in 0..60 {
+            let w = widgets.get("w1").await.unwrap();
+            if let Some(st) = w.status.as_ref().filter(|st| st.observed_size == 3) {
+                observed = Some(st.observed_size);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        assert_eq!(observed, Some(3), "the controller reconciled w1");
+
+        // A change of spec reaches the controller through its watch.
+        widgets
+            .patch(
+                "w1",
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": {"size": 5}})),
+            )
+            .await
+            .unwrap();
+        let mut observed = None;
+        for _ in 0..60 {
+            let w = widgets.get("w1").await.unwrap();
+            if let Some(st) = w.status.as_ref().filter(|st| st.observed_size == 5) {
+                observed = Some(st.observed_size);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        assert_eq!(observed, Some(5), "the controller saw the change");
+        controller.abort();
+    });
+    // And kubectl sees the kind with its short name and printer column.
+    let out = s.kubectl(&["get", "wd"]);
+    assert!(out.success(), "{}", out.combined());
+    assert!(
+        out.stdout.contains("SIZE") && out.stdout.contains("w1"),
+        "{}",
+        out.stdout
+    );
+}
