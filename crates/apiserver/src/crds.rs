@@ -37,6 +37,28 @@ pub struct CustomVersion {
     pub columns: Vec<PrinterColumn>,
     /// `selectableFields` JSON paths (`.spec.color`).
     pub selectable_fields: Vec<String>,
+    /// Whether the CRD serves more than one version: objects are then answered with the
+    /// requested version's `apiVersion` (`conversion: None` changes nothing else).
+    pub multi_version: bool,
+}
+
+/// Sets the `apiVersion` of an object of `kind` (or of every item of a list) to `api_version`,
+/// as `conversion: None` converts between versions.
+pub fn convert_none(v: &mut Value, api_version: &str, kind: &str) {
+    let set = |o: &mut Value| {
+        if o.get("kind").and_then(Value::as_str) == Some(kind)
+            && let Some(map) = o.as_object_mut()
+        {
+            map.insert("apiVersion".into(), Value::String(api_version.to_string()));
+        }
+    };
+    if let Some(items) = v.get_mut("items").and_then(Value::as_array_mut) {
+        items.iter_mut().for_each(set);
+    }
+    if let Some(object) = v.get_mut("object") {
+        set(object);
+    }
+    set(v);
 }
 
 /// What the API serves now.
@@ -166,7 +188,9 @@ impl CustomResources {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string();
-            for v in crd::served_versions(c) {
+            let served = crd::served_versions(c);
+            let multi_version = served.len() > 1;
+            for v in served {
                 let Some(rt) = crd::resource_type(c, &v) else {
                     continue;
                 };
@@ -199,6 +223,7 @@ impl CustomResources {
                         schema,
                         columns: crd::printer_columns(c, &v),
                         selectable_fields,
+                        multi_version,
                     }),
                 );
                 extra.push(rt);

@@ -322,6 +322,22 @@ fn protobuf_response(code: u16, v: &Value, warnings: &[String]) -> Response<Body
     }
 }
 
+/// Converts the objects of JSON watch event lines to another version of a custom resource.
+fn convert_lines(chunk: &Bytes, api_version: &str, kind: &str) -> Bytes {
+    let mut out = Vec::with_capacity(chunk.len());
+    for line in chunk.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        match serde_json::from_slice::<Value>(line) {
+            Ok(mut event) => {
+                crate::crds::convert_none(&mut event, api_version, kind);
+                out.extend(serde_json::to_vec(&event).unwrap_or_default());
+            }
+            Err(_) => out.extend_from_slice(line),
+        }
+        out.push(b'\n');
+    }
+    Bytes::from(out)
+}
+
 /// Turns a chunk of JSON watch event lines into protobuf watch frames.
 fn protobuf_watch_frames(chunk: &[u8]) -> Bytes {
     let mut out = Vec::new();
@@ -584,7 +600,37 @@ async fn route(
         }
     };
     let protobuf = matches!(ctx.format, Format::Protobuf { .. });
-    match dispatch(state.clone(), &mut ctx, rr, body).await {
+    // A custom resource served at several versions is answered at the requested one.
+    let convert = state
+        .resource(&rr.group, &rr.version, &rr.resource)
+        .ok()
+        .filter(|rt| state.registry.custom(rt).is_some_and(|c| c.multi_version))
+        .map(|rt| (rt.api_version(), rt.kind.clone()));
+    let result = dispatch(state.clone(), &mut ctx, rr, body).await;
+    let result = match (&convert, result) {
+        (Some((av, kind)), Ok(Dispatched::Reply(Reply::Value(code, mut v), rt))) => {
+            crate::crds::convert_none(&mut v, av, kind);
+            Ok(Dispatched::Reply(Reply::Value(code, v), rt))
+        }
+        (
+            Some((av, kind)),
+            Ok(Dispatched::Reply(Reply::Raw(code, bytes, "application/json"), rt)),
+        ) => {
+            let bytes = match serde_json::from_slice::<Value>(&bytes) {
+                Ok(mut v) => {
+                    crate::crds::convert_none(&mut v, av, kind);
+                    Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
+                }
+                Err(_) => bytes,
+            };
+            Ok(Dispatched::Reply(
+                Reply::Raw(code, bytes, "application/json"),
+                rt,
+            ))
+        }
+        (_, other) => other,
+    };
+    match result {
         Ok(Dispatched::Reply(Reply::Value(code, v), _)) if protobuf => {
             protobuf_response(code, &v, &ctx.warnings)
         }
@@ -609,15 +655,22 @@ async fn route(
             json_response(code, bytes, ct, &ctx.warnings)
         }
         Ok(Dispatched::Stream(rx)) => {
-            let stream = futures::stream::unfold(rx, move |mut rx| async move {
-                rx.recv().await.map(|b| {
-                    let b = if protobuf {
-                        protobuf_watch_frames(&b)
-                    } else {
-                        b
-                    };
-                    (Ok::<_, Infallible>(Frame::data(b)), rx)
-                })
+            let stream = futures::stream::unfold(rx, move |mut rx| {
+                let convert = convert.clone();
+                async move {
+                    rx.recv().await.map(|b| {
+                        let b = match &convert {
+                            Some((av, kind)) => convert_lines(&b, av, kind),
+                            None => b,
+                        };
+                        let b = if protobuf {
+                            protobuf_watch_frames(&b)
+                        } else {
+                            b
+                        };
+                        (Ok::<_, Infallible>(Frame::data(b)), rx)
+                    })
+                }
             });
             let mut resp = Response::new(StreamBody::new(stream.boxed()).boxed_unsync());
             resp.headers_mut().insert(

@@ -98,11 +98,26 @@ pub struct ApiBench {
     /// namespaced Role (see `bench_rbac`).
     #[arg(long)]
     rbac: bool,
+    /// `protobuf`: run the load in JSON and in protobuf side by side (see `bench_wire`).
+    #[arg(long, value_parser = ["json", "protobuf"])]
+    content_type: Option<String>,
+    /// A CRD manifest: compare creates/s of its custom resource with ConfigMaps.
+    #[arg(long, value_name = "CRD.yaml")]
+    custom_resource: Option<std::path::PathBuf>,
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Api(b) if b.rbac => crate::bench_rbac::compare(b.pods, b.clients).await,
+        BenchCommand::Api(b) if b.content_type.as_deref() == Some("protobuf") => {
+            crate::bench_wire::compare(b.pods, b.clients).await
+        }
+        BenchCommand::Api(ApiBench {
+            custom_resource: Some(crd),
+            pods,
+            clients,
+            ..
+        }) => crate::bench_wire::custom_resource(crd, pods, clients).await,
         BenchCommand::Api(b) => api(b).await,
         BenchCommand::Startup(b) => crate::bench_startup::run(b).await,
         BenchCommand::Services(b) => crate::bench_services::run(b).await,

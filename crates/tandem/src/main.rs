@@ -6,6 +6,7 @@ mod bench_nodes_net;
 mod bench_rbac;
 mod bench_services;
 mod bench_startup;
+mod bench_wire;
 mod cluster;
 mod cri_node;
 mod h2_client;

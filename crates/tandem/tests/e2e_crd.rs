@@ -290,3 +290,45 @@ fn a_kube_rs_custom_resource_controller_runs_against_tandem() {
         out.stdout
     );
 }
+
+const TWO_VERSIONS: &str = r#"{
+  "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+  "metadata": {"name": "gadgets.tandem.test"},
+  "spec": {
+    "group": "tandem.test", "scope": "Namespaced",
+    "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "categories": ["all"]},
+    "versions": [
+      {"name": "v1alpha1", "served": true, "storage": false,
+       "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object",
+         "properties": {"color": {"type": "string", "default": "blue"}}}}}}},
+      {"name": "v1", "served": true, "storage": true,
+       "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object",
+         "properties": {"color": {"type": "string", "default": "red"}}}}}}}
+    ]
+  }
+}"#;
+
+#[test]
+fn a_crd_serves_each_version_with_conversion_none() {
+    let s = Server::start();
+    s.create(TWO_VERSIONS);
+    established(&s, "gadgets.tandem.test");
+    s.create(r#"{"apiVersion":"tandem.test/v1","kind":"Gadget","metadata":{"name":"g","namespace":"default"},"spec":{}}"#);
+    let v1 = s.get_json(&["gadgets.v1.tandem.test", "g"]).unwrap();
+    assert_eq!(v1["apiVersion"], "tandem.test/v1");
+    assert_eq!(v1["spec"]["color"], "red", "the v1 schema's default");
+    let alpha = s.get_json(&["gadgets.v1alpha1.tandem.test", "g"]).unwrap();
+    assert_eq!(alpha["apiVersion"], "tandem.test/v1alpha1");
+    let list = s.get_json(&["gadgets.v1alpha1.tandem.test"]).unwrap();
+    assert_eq!(list["items"][0]["apiVersion"], "tandem.test/v1alpha1");
+    // Categories: `kubectl get all` includes the custom kind.
+    let out = s.kubectl(&["get", "all", "-o", "name"]);
+    assert!(
+        out.stdout.contains("gadget.tandem.test/g"),
+        "{}",
+        out.combined()
+    );
+    // The CRD records the storage version.
+    let crd = s.get_json(&["crd", "gadgets.tandem.test"]).unwrap();
+    assert_eq!(crd["status"]["storedVersions"], json!(["v1"]));
+}

@@ -1,0 +1,297 @@
+//! `tandem bench api --content-type protobuf`: what the wire format costs. The same create load
+//! and LIST run twice in one process, each on a fresh server: once in JSON, once in protobuf
+//! (request bodies and responses), with the client decoding every LIST in full (serde into
+//! k8s-openapi types for JSON, prost into k8s-pb types for protobuf), as client-go would.
+//!
+//! `tandem bench api --custom-resource CRD.yaml` instead compares creates/s of a custom
+//! resource of that CRD (its schema pruned, defaulted and validated on every create) with
+//! creates/s of ConfigMaps, in JSON.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use prost::Message;
+use serde_json::{Value, json};
+
+use crate::bench::{ms, percentile};
+
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+const JSON: &str = "application/json";
+
+/// One wire format's figures.
+struct Figures {
+    creates: usize,
+    elapsed: Duration,
+    latencies: Vec<Duration>,
+    lists: Vec<Duration>,
+    listed: usize,
+    list_bytes: usize,
+}
+
+/// Sends one request and returns the status and body.
+async fn send(
+    client: &kube::Client,
+    req: http::Request<Vec<u8>>,
+) -> anyhow::Result<(http::StatusCode, Bytes)> {
+    let resp = client.send(req.map(Into::into)).await?;
+    let status = resp.status();
+    let body = resp.into_body().collect().await?.to_bytes();
+    Ok((status, body))
+}
+
+fn bench_pod(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "bench"}},
+        "spec": {"containers": [{"name": "c", "image": "tandem.local/busybox:1",
+            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}
+    })
+}
+
+/// Creates `pods` pods from `clients` concurrent clients and lists them 5 times, in `media`.
+async fn run(pods: usize, clients: usize, media: &'static str) -> anyhow::Result<Figures> {
+    let (_dir, _server, client) = crate::bench::bench_server().await?;
+    let started = Instant::now();
+    let per_client = pods.div_ceil(clients);
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let client = client.clone();
+        let range = (c * per_client)..((c + 1) * per_client).min(pods);
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(range.len());
+            for i in range {
+                let pod = bench_pod(&format!("bench-{i:06}"));
+                let body = match media {
+                    PROTOBUF => tandem_apiserver::protobuf::encode(&pod)
+                        .context("pods have a protobuf form")?
+                        .map_err(|e| anyhow::anyhow!("encoding a pod: {e}"))?,
+                    _ => serde_json::to_vec(&pod)?,
+                };
+                let req = http::Request::post("/api/v1/namespaces/default/pods")
+                    .header("Content-Type", media)
+                    .header("Accept", media)
+                    .body(body)?;
+                let t = Instant::now();
+                let (status, _) = send(&client, req).await?;
+                lat.push(t.elapsed());
+                if status != http::StatusCode::CREATED {
+                    bail!("create answered {status}");
+                }
+            }
+            anyhow::Ok(lat)
+        }));
+    }
+    let mut latencies = Vec::new();
+    for t in tasks {
+        latencies.extend(t.await??);
+    }
+    let elapsed = started.elapsed();
+    latencies.sort();
+    let mut lists = Vec::new();
+    let (mut listed, mut list_bytes) = (0, 0);
+    for _ in 0..5 {
+        let req = http::Request::get("/api/v1/namespaces/default/pods")
+            .header("Accept", media)
+            .body(Vec::new())?;
+        let t = Instant::now();
+        let (status, body) = send(&client, req).await?;
+        if status != http::StatusCode::OK {
+            bail!("list answered {status}");
+        }
+        listed = match media {
+            PROTOBUF => {
+                let raw = body
+                    .strip_prefix(b"k8s\0")
+                    .context("a protobuf list starts with the magic number")?;
+                let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown::decode(raw)?;
+                let list = k8s_pb::api::core::v1::PodList::decode(
+                    unknown.raw.unwrap_or_default().as_slice(),
+                )?;
+                list.items.len()
+            }
+            _ => {
+                serde_json::from_slice::<k8s_openapi::List<k8s_openapi::api::core::v1::Pod>>(&body)?
+                    .items
+                    .len()
+            }
+        };
+        lists.push(t.elapsed());
+        list_bytes = body.len();
+    }
+    lists.sort();
+    Ok(Figures {
+        creates: latencies.len(),
+        elapsed,
+        latencies,
+        lists,
+        listed,
+        list_bytes,
+    })
+}
+
+/// JSON and protobuf side by side.
+pub async fn compare(pods: usize, clients: usize) -> anyhow::Result<()> {
+    println!(
+        "tandem bench api --content-type protobuf: {pods} pods from {clients} clients, JSON then protobuf, each on a fresh server (durable SQLite store, client in this process)"
+    );
+    let json_figures = run(pods, clients, JSON).await?;
+    let pb = run(pods, clients, PROTOBUF).await?;
+    println!();
+    for (label, f) in [("JSON", &json_figures), ("protobuf", &pb)] {
+        println!(
+            "{label:9} creates: {} in {:.2} s = {:.0}/s  p50 {}  p99 {}",
+            f.creates,
+            f.elapsed.as_secs_f64(),
+            f.creates as f64 / f.elapsed.as_secs_f64(),
+            ms(percentile(&f.latencies, 0.5)),
+            ms(percentile(&f.latencies, 0.99)),
+        );
+        println!(
+            "{label:9} LIST of {} pods ({} KiB): median {}  best {} (5 runs, full decode in the client)",
+            f.listed,
+            f.list_bytes / 1024,
+            ms(percentile(&f.lists, 0.5)),
+            ms(f.lists[0]),
+        );
+    }
+    Ok(())
+}
+
+/// The first object of a YAML file of one document.
+fn read_yaml(path: &PathBuf) -> anyhow::Result<Value> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(serde_yaml::from_str(&text)?)
+}
+
+/// Creates `count` objects of the collection at `path` from `clients` clients; creates/s.
+async fn create_rate(
+    client: &kube::Client,
+    path: &str,
+    count: usize,
+    clients: usize,
+    make: impl Fn(usize) -> Value + Send + Sync + Clone + 'static,
+) -> anyhow::Result<(f64, Vec<Duration>)> {
+    let started = Instant::now();
+    let per_client = count.div_ceil(clients);
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let client = client.clone();
+        let path = path.to_string();
+        let make = make.clone();
+        let range = (c * per_client)..((c + 1) * per_client).min(count);
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            for i in range {
+                let req = http::Request::post(path.as_str())
+                    .header("Content-Type", JSON)
+                    .body(serde_json::to_vec(&make(i))?)?;
+                let t = Instant::now();
+                let (status, body) = send(&client, req).await?;
+                lat.push(t.elapsed());
+                if status != http::StatusCode::CREATED {
+                    bail!(
+                        "create answered {status}: {}",
+                        String::from_utf8_lossy(&body)
+                    );
+                }
+            }
+            anyhow::Ok(lat)
+        }));
+    }
+    let mut latencies = Vec::new();
+    for t in tasks {
+        latencies.extend(t.await??);
+    }
+    latencies.sort();
+    Ok((count as f64 / started.elapsed().as_secs_f64(), latencies))
+}
+
+/// Creates/s of a custom resource with `crd_path`'s schema against ConfigMaps.
+pub async fn custom_resource(
+    crd_path: PathBuf,
+    count: usize,
+    clients: usize,
+) -> anyhow::Result<()> {
+    let crd = read_yaml(&crd_path)?;
+    let size = std::fs::metadata(&crd_path)?.len();
+    let group = crd
+        .pointer("/spec/group")
+        .and_then(Value::as_str)
+        .context("the CRD names a group")?
+        .to_string();
+    let plural = crd
+        .pointer("/spec/names/plural")
+        .and_then(Value::as_str)
+        .context("the CRD names a plural")?
+        .to_string();
+    let kind = crd
+        .pointer("/spec/names/kind")
+        .and_then(Value::as_str)
+        .context("the CRD names a kind")?
+        .to_string();
+    let version = tandem_core::apiextensions::crd::storage_version(&crd)
+        .context("the CRD has a storage version")?;
+    println!(
+        "tandem bench api --custom-resource {}: {count} {kind} objects (schema of {} KiB) vs {count} ConfigMaps, {clients} clients, JSON, durable SQLite store",
+        crd_path.display(),
+        size / 1024
+    );
+    let (_dir, _server, client) = crate::bench::bench_server().await?;
+    let req = http::Request::post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
+        .header("Content-Type", JSON)
+        .body(serde_json::to_vec(&crd)?)?;
+    let (status, body) = send(&client, req).await?;
+    if status != http::StatusCode::CREATED {
+        bail!("the CRD was refused: {}", String::from_utf8_lossy(&body));
+    }
+    let collection = format!("/apis/{group}/{version}/namespaces/default/{plural}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let req = http::Request::get(collection.as_str()).body(Vec::new())?;
+        if send(&client, req).await?.0 == http::StatusCode::OK {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("the CRD was not established within 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A minimal valid object: cert-manager's Issuer with a self-signed spec; other CRDs get an
+    // empty spec, which their schema must accept.
+    let spec = if kind == "Issuer" || kind == "ClusterIssuer" {
+        json!({"selfSigned": {}})
+    } else {
+        json!({})
+    };
+    let api_version = format!("{group}/{version}");
+    let (custom_rate, custom_lat) = create_rate(&client, &collection, count, clients, {
+        let (api_version, kind) = (api_version.clone(), kind.clone());
+        move |i| json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": format!("bench-{i:06}")}, "spec": spec})
+    })
+    .await?;
+    let (cm_rate, cm_lat) = create_rate(
+        &client,
+        "/api/v1/namespaces/default/configmaps",
+        count,
+        clients,
+        |i| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("bench-{i:06}")}, "data": {"k": "v"}}),
+    )
+    .await?;
+    println!();
+    println!(
+        "{kind:12} creates: {custom_rate:.0}/s  p50 {}  p99 {}",
+        ms(percentile(&custom_lat, 0.5)),
+        ms(percentile(&custom_lat, 0.99))
+    );
+    println!(
+        "{:12} creates: {cm_rate:.0}/s  p50 {}  p99 {}",
+        "ConfigMap",
+        ms(percentile(&cm_lat, 0.5)),
+        ms(percentile(&cm_lat, 0.99))
+    );
+    Ok(())
+}
