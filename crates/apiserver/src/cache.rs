@@ -36,6 +36,10 @@ pub struct Object {
     /// The parsed object, for objects built from one (never for objects from the store).
     value: Option<Value>,
     attrs: OnceLock<Attrs>,
+    /// The protobuf message of the object (no envelope), encoded when a protobuf client first
+    /// reads it and kept, as upstream's cacher keeps serializations: a protobuf LIST then
+    /// costs a copy per object. `None` inside: the kind has no protobuf form.
+    protobuf: OnceLock<Option<Bytes>>,
 }
 
 /// What label and field selectors read from an object.
@@ -60,6 +64,7 @@ impl Object {
                 json,
                 value: None,
                 attrs: OnceLock::new(),
+                protobuf: OnceLock::new(),
             });
         }
         // No top-level metadata object to stamp: parse and re-encode.
@@ -81,6 +86,7 @@ impl Object {
             json,
             value: Some(value),
             attrs: OnceLock::new(),
+            protobuf: OnceLock::new(),
         }
     }
 
@@ -92,6 +98,13 @@ impl Object {
             Some(v) => Cow::Borrowed(v),
             None => Cow::Owned(serde_json::from_slice(&self.json).unwrap_or(Value::Null)),
         }
+    }
+
+    /// The object's protobuf message, without the envelope (see the `protobuf` field).
+    pub fn protobuf_message(&self) -> Option<Bytes> {
+        self.protobuf
+            .get_or_init(|| crate::protobuf::encode_message(&self.value()).map(Bytes::from))
+            .clone()
     }
 
     /// An owned copy of the parsed object, for a caller that will change it.

@@ -605,7 +605,29 @@ impl State {
                     "application/json",
                 )
             }
-            Format::Json | Format::Yaml | Format::Protobuf { .. } => Reply::Raw(
+            Format::Protobuf { .. } => {
+                let mut meta = json!({"resourceVersion": revision.to_string()});
+                if let Some(c) = &next {
+                    meta["continue"] = json!(c);
+                }
+                if let Some(r) = remaining {
+                    meta["remainingItemCount"] = json!(r);
+                }
+                match crate::protobuf::encode_list(
+                    &rt.api_version(),
+                    &rt.list_kind(),
+                    &meta,
+                    items.iter().map(|o| o.protobuf_message()),
+                ) {
+                    Some(bytes) => Reply::Raw(200, Bytes::from(bytes), crate::protobuf::MEDIA_TYPE),
+                    None => Reply::Raw(
+                        200,
+                        output::encode_list(rt, &items, revision, next.as_deref(), remaining),
+                        "application/json",
+                    ),
+                }
+            }
+            Format::Json | Format::Yaml => Reply::Raw(
                 200,
                 output::encode_list(rt, &items, revision, next.as_deref(), remaining),
                 "application/json",

@@ -62,6 +62,31 @@ pub async fn run(client: kube::Client, registry: Registry) {
     }
 }
 
+/// The custom resource types of the established CRDs, at their storage versions (upstream's
+/// deleter walks discovery, which lists them).
+async fn custom_types(
+    client: &kube::Client,
+    registry: &Registry,
+) -> Result<Vec<tandem_core::registry::ResourceType>, kube::Error> {
+    use tandem_core::apiextensions::crd;
+    let Some(crd_type) = registry.by_plural(crd::GROUP, "v1", "customresourcedefinitions") else {
+        return Ok(Vec::new());
+    };
+    let list = api_for(client, &crd_type, None)
+        .list(&ListParams::default())
+        .await?;
+    Ok(list
+        .items
+        .iter()
+        .filter_map(|o| serde_json::to_value(o).ok())
+        .filter(crd::is_established)
+        .filter_map(|c| {
+            let version = crd::storage_version(&c)?;
+            crd::resource_type(&c, &version)
+        })
+        .collect())
+}
+
 /// One pass: delete what is left in `name`; when nothing is, remove the `kubernetes` finalizer.
 /// Returns whether the namespace is finished.
 async fn finalize(
@@ -70,10 +95,13 @@ async fn finalize(
     name: &str,
 ) -> Result<bool, kube::Error> {
     let mut remaining = 0usize;
+    let custom = custom_types(client, registry).await?;
     // Create-only kinds (LocalSubjectAccessReview) are never stored: nothing to delete.
     for rt in registry
         .all()
         .iter()
+        .map(|t| t.as_ref())
+        .chain(custom.iter())
         .filter(|t| t.namespaced && t.supports("list") && t.supports("deletecollection"))
     {
         let api = api_for(client, rt, Some(name));

@@ -332,3 +332,16 @@ fn a_crd_serves_each_version_with_conversion_none() {
     let crd = s.get_json(&["crd", "gadgets.tandem.test"]).unwrap();
     assert_eq!(crd["status"]["storedVersions"], json!(["v1"]));
 }
+
+#[test]
+fn deleting_a_namespace_deletes_its_custom_resources() {
+    let s = Server::start_up(None);
+    s.create(TWO_VERSIONS);
+    established(&s, "gadgets.tandem.test");
+    assert!(s.kubectl(&["create", "namespace", "shop"]).success());
+    s.create(r#"{"apiVersion":"tandem.test/v1","kind":"Gadget","metadata":{"name":"g","namespace":"shop"},"spec":{}}"#);
+    let out = s.kubectl(&["delete", "namespace", "shop", "--timeout=60s"]);
+    assert!(out.success(), "{}", out.combined());
+    let out = s.kubectl(&["get", "gadgets", "-A", "-o", "name"]);
+    assert_eq!(out.stdout.trim(), "", "{}", out.combined());
+}

@@ -96,7 +96,46 @@ fn encode_with(
     kind: &str,
     value: &Value,
 ) -> Result<Vec<u8>, TranscodeError> {
-    let raw = schema.encode(index, value)?;
+    envelope(api_version, kind, schema.encode(index, value)?)
+}
+
+/// The object's message without magic and envelope; `None` when the kind has no protobuf form
+/// or the object does not fit it.
+pub fn encode_message(value: &Value) -> Option<Vec<u8>> {
+    let schema = schema();
+    let api_version = value.get("apiVersion").and_then(Value::as_str)?;
+    let kind = value.get("kind").and_then(Value::as_str)?;
+    let index = schema.message_for(api_version, kind)?;
+    schema.encode(index, value).ok()
+}
+
+/// A `<Kind>List` in protobuf from its items' messages ([`encode_message`]) and the list's
+/// `metadata` (JSON), without re-encoding the items. `None` when the kind has no protobuf
+/// form or an item has none.
+pub fn encode_list(
+    api_version: &str,
+    list_kind: &str,
+    metadata: &Value,
+    items: impl IntoIterator<Item = Option<bytes::Bytes>>,
+) -> Option<Vec<u8>> {
+    let schema = schema();
+    let index = schema.message_for(api_version, list_kind)?;
+    let message = &schema.messages[index];
+    let field = |name: &str| message.fields.iter().find(|f| f.json == name);
+    let (meta_field, items_field) = (field("metadata")?, field("items")?);
+    let schema::Ty::Message(meta_index) = meta_field.def.ty else {
+        return None;
+    };
+    let mut raw = Vec::new();
+    let meta = schema.encode(meta_index, metadata).ok()?;
+    transcode::put_bytes(&mut raw, meta_field.def.tag, &meta);
+    for item in items {
+        transcode::put_bytes(&mut raw, items_field.def.tag, &item?);
+    }
+    envelope(api_version, list_kind, raw).ok()
+}
+
+fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Result<Vec<u8>, TranscodeError> {
     let unknown = Unknown {
         type_meta: Some(TypeMeta {
             api_version: Some(api_version.to_string()),

@@ -417,7 +417,7 @@ fn put_key(out: &mut Vec<u8>, tag: u32, wire: WireType) {
     encode_varint((u64::from(tag) << 3) | wire as u64, out);
 }
 
-fn put_bytes(out: &mut Vec<u8>, tag: u32, bytes: &[u8]) {
+pub(super) fn put_bytes(out: &mut Vec<u8>, tag: u32, bytes: &[u8]) {
     put_key(out, tag, WireType::LengthDelimited);
     encode_varint(bytes.len() as u64, out);
     out.extend_from_slice(bytes);
