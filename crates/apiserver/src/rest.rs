@@ -24,6 +24,29 @@ use crate::request::Query;
 /// Largest request body accepted, as upstream's 3 MiB limit.
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
+/// Unknown fields of a body (`spec.foo`) under `?fieldValidation=`: a 400 when `Strict`,
+/// nothing when `Ignore`, a `Warning` header each otherwise (upstream's default, `Warn`).
+fn report_unknown_fields(ctx: &mut Ctx, fields: &[String]) -> ApiResult<()> {
+    if fields.is_empty() {
+        return Ok(());
+    }
+    let msgs: Vec<String> = fields
+        .iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    match ctx.query.get("fieldValidation").unwrap_or("Warn") {
+        "Strict" => Err(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            msgs.join(", ")
+        ))),
+        "Ignore" => Ok(()),
+        _ => {
+            ctx.warnings.extend(msgs);
+            Ok(())
+        }
+    }
+}
+
 /// Upstream `customResourceStrategy.PrepareForCreate`: with a status subresource the status is
 /// dropped (only `/status` writes it); `metadata.generation` starts at 1.
 fn custom_prepare_for_create(rt: &ResourceType, obj: &mut Value) {
@@ -657,45 +680,13 @@ impl State {
         }
         let decoded = tandem_core::typed::roundtrip(rt, body)
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        if !decoded.unknown_fields.is_empty() {
-            let msgs: Vec<String> = decoded
-                .unknown_fields
-                .iter()
-                .map(|f| format!("unknown field \"{f}\""))
-                .collect();
-            match ctx.query.get("fieldValidation").unwrap_or("Warn") {
-                "Strict" => {
-                    return Err(ApiError::bad_request(format!(
-                        "strict decoding error: {}",
-                        msgs.join(", ")
-                    )));
-                }
-                "Ignore" => {}
-                _ => ctx.warnings.extend(msgs),
-            }
-        }
+        report_unknown_fields(ctx, &decoded.unknown_fields)?;
         let mut object = decoded.object;
         drop_empty_metadata(&mut object);
         if let Some(schema) = self.custom_schema(rt) {
             // Upstream prunes unknown fields of custom resources (reported like unknown fields
             // of built-in kinds under `fieldValidation`), then applies the schema's defaults.
-            let pruned = schema.prune(&mut object);
-            if !pruned.is_empty() {
-                let msgs: Vec<String> = pruned
-                    .iter()
-                    .map(|f| format!("unknown field \"{f}\""))
-                    .collect();
-                match ctx.query.get("fieldValidation").unwrap_or("Warn") {
-                    "Strict" => {
-                        return Err(ApiError::bad_request(format!(
-                            "strict decoding error: {}",
-                            msgs.join(", ")
-                        )));
-                    }
-                    "Ignore" => {}
-                    _ => ctx.warnings.extend(msgs),
-                }
-            }
+            report_unknown_fields(ctx, &schema.prune(&mut object))?;
             schema.default(&mut object);
         }
         Ok(object)
