@@ -4,7 +4,8 @@
 //! - `GET /containerLogs/{namespace}/{pod}/{container}` with the `PodLogOptions` query;
 //! - `/exec/{namespace}/{pod}/{container}?command=…&stdin=…&stdout=…&stderr=…&tty=…` (the kubelet's
 //!   `input`/`output`/`error` spellings are accepted too);
-//! - `/attach/{namespace}/{pod}/{container}` and `/portForward/{namespace}/{pod}`.
+//! - `/attach/{namespace}/{pod}/{container}` and `/portForward/{namespace}/{pod}`;
+//! - `GET /healthz`, answering `ok`.
 //!
 //! Logs are read from the runtime's log files. Exec, attach and port-forward ask the runtime for
 //! a single-use URL of its own streaming server (CRI `Exec`/`Attach`/`PortForward`) and splice
@@ -260,6 +261,15 @@ async fn handle(req: Request<Incoming>, runtime: Arc<dyn Runtime>) -> Response<B
             stream(req, &runtime, kind, ns, pod, container, &query).await
         }
         ["portForward", ns, pod] => port_forward(req, &runtime, ns, pod, &query).await,
+        // The kubelet's health check, reached through the API server's `nodes/NAME/proxy/healthz`.
+        ["healthz"] if req.method() == Method::GET => {
+            let mut resp = Response::new(full(b"ok".to_vec()));
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            Ok(resp)
+        }
         _ => Err(Failure::new(
             StatusCode::NOT_FOUND,
             format!("no streaming endpoint at {path}"),

@@ -1,7 +1,9 @@
 //! What exists from the first start: the namespaces `default`, `kube-system`, `kube-public` and
 //! `kube-node-lease`, as upstream's `SystemNamespaces` controller ensures; the bootstrap RBAC
-//! policy, as upstream's `rbac/bootstrap-roles` post-start hook reconciles it; and the
-//! `kubernetes` Service.
+//! policy, as upstream's `rbac/bootstrap-roles` post-start hook reconciles it; the two system
+//! PriorityClasses (`scheduling/bootstrap-system-priority-classes`); an `APIService` for every
+//! group-version served (the aggregator's `apiservice-registration-controller`, which registers
+//! the local ones); and the `kubernetes` Service.
 
 use serde_json::json;
 
@@ -262,6 +264,143 @@ async fn upsert(
             Ok(_) => return Ok(()),
             // Raced with another writer: look again.
             Err(e) if e.code == 409 => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The PriorityClasses every cluster has (upstream `scheduling.SystemPriorityClasses`).
+const SYSTEM_PRIORITY_CLASSES: &[(&str, i64, &str)] = &[
+    (
+        "system-node-critical",
+        2_000_001_000,
+        "Used for system critical pods that must not be moved from their current node.",
+    ),
+    (
+        "system-cluster-critical",
+        2_000_000_000,
+        "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+    ),
+];
+
+/// Creates any missing system PriorityClass. An existing one is left as it is, as upstream's
+/// post-start hook leaves it.
+pub async fn ensure_priority_classes(state: &State) -> ApiResult<()> {
+    let rt = state.resource("scheduling.k8s.io", "v1", "priorityclasses")?;
+    for (name, value, description) in SYSTEM_PRIORITY_CLASSES {
+        if state.store.get(&rt.key(None, name)).await?.is_some() {
+            continue;
+        }
+        let mut ctx = Ctx::internal("system:apiserver");
+        let class = json!({
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value, "description": description,
+        });
+        match state.create(&mut ctx, &rt, None, class).await {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The aggregator's ordering of a local group-version: `(groupPriorityMinimum,
+/// versionPriority)`, as upstream's `apiVersionPriorities` table gives them. Groups upstream
+/// serves as custom resources (`windows.k8s.io`) get the CRD registration controller's values.
+fn api_service_priority(group: &str) -> (i64, i64) {
+    match group {
+        "" => (18000, 1),
+        "apiregistration.k8s.io" => (18000, 15),
+        "apps" => (17800, 15),
+        "events.k8s.io" => (17750, 15),
+        "authentication.k8s.io" => (17700, 15),
+        "authorization.k8s.io" => (17600, 15),
+        "autoscaling" => (17500, 15),
+        "batch" => (17400, 15),
+        "certificates.k8s.io" => (17300, 15),
+        "networking.k8s.io" => (17200, 15),
+        "policy" => (17100, 15),
+        "rbac.authorization.k8s.io" => (17000, 15),
+        "storage.k8s.io" => (16800, 15),
+        "apiextensions.k8s.io" | "admissionregistration.k8s.io" => (16700, 15),
+        "scheduling.k8s.io" => (16600, 15),
+        "coordination.k8s.io" => (16500, 15),
+        "node.k8s.io" => (16300, 15),
+        "discovery.k8s.io" => (16200, 15),
+        _ => (1000, 100),
+    }
+}
+
+/// The `APIService` of a group-version served by this server (`spec.service` unset: handled
+/// locally), with the `Available` condition upstream's availability controller gives local
+/// services.
+pub fn local_api_service(group: &str, version: &str) -> (serde_json::Value, serde_json::Value) {
+    let (group_priority, version_priority) = api_service_priority(group);
+    let mut spec = json!({
+        "version": version,
+        "groupPriorityMinimum": group_priority,
+        "versionPriority": version_priority,
+    });
+    if !group.is_empty() {
+        spec["group"] = json!(group);
+    }
+    let automanaged = if api_service_priority(group) == (1000, 100) {
+        "true"
+    } else {
+        "onstart"
+    };
+    let object = json!({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": format!("{version}.{group}"),
+                     "labels": {"kube-aggregator.kubernetes.io/automanaged": automanaged}},
+        "spec": spec,
+    });
+    let status = json!({"conditions": [{
+        "type": "Available", "status": "True",
+        "lastTransitionTime": tandem_core::time::now_rfc3339(),
+        "reason": "Local", "message": "Local APIServices are always available",
+    }]});
+    (object, status)
+}
+
+/// Creates the `APIService` of every group-version served by built-in types, and gives each
+/// the `Available` status of a local service. Existing ones keep their spec.
+pub async fn ensure_api_services(state: &State) -> ApiResult<()> {
+    let rt = state.resource("apiregistration.k8s.io", "v1", "apiservices")?;
+    let served = state.registry.load().group_versions();
+    for (group, version) in served {
+        let (object, status) = local_api_service(&group, &version);
+        let name = format!("{version}.{group}");
+        let mut ctx = Ctx::internal("system:apiserver");
+        let current = match state.get(&rt, None, &name).await {
+            Ok(v) => v,
+            Err(e) if e.code == 404 => match state.create(&mut ctx, &rt, None, object).await {
+                Ok(_) => state.get(&rt, None, &name).await?,
+                Err(e) if e.code == 409 => continue,
+                Err(e) => return Err(e),
+            },
+            Err(e) => return Err(e),
+        };
+        let available = current
+            .pointer("/status/conditions")
+            .and_then(serde_json::Value::as_array)
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Available" && c["status"] == "True")
+            });
+        if available {
+            continue;
+        }
+        let mut next = current;
+        next["status"] = status;
+        match state
+            .update(&mut ctx, &rt, None, &name, next, Some("status"))
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
             Err(e) => return Err(e),
         }
     }

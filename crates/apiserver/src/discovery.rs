@@ -41,6 +41,10 @@ fn subresource_info(rt: &ResourceType, sub: &str) -> (Value, &'static [&'static 
             &["create"],
         ),
         "finalize" => (own, &["update"]),
+        "proxy" => (
+            json!({"group": "", "version": "v1", "kind": format!("{}ProxyOptions", rt.kind)}),
+            &["create", "delete", "get", "patch", "update"],
+        ),
         _ => (own, &["get"]),
     }
 }

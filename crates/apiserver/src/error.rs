@@ -49,6 +49,11 @@ impl ApiError {
         Self::new(400, "BadRequest", message)
     }
 
+    /// 503 ServiceUnavailable: a proxy target with nothing behind it.
+    pub fn service_unavailable(message: impl Into<String>) -> Self {
+        Self::new(503, "ServiceUnavailable", message)
+    }
+
     /// 404 NotFound for an object: `pods "web" not found`.
     pub fn not_found(rt: &ResourceType, name: &str) -> Self {
         ApiError {

@@ -51,6 +51,7 @@ use crate::request::{ResourceRequest, percent_decode};
 use crate::rest::State;
 
 pub mod kubelet_client;
+pub mod proxy;
 
 /// The response body type of the server.
 pub type ProxyBody = UnsyncBoxBody<Bytes, Infallible>;

@@ -27,6 +27,8 @@ pub struct ResourceRequest {
     pub resource: String,
     pub name: Option<String>,
     pub subresource: Option<String>,
+    /// For the `proxy` subresource, the path after it (`/healthz` of `nodes/n1/proxy/healthz`).
+    pub proxy_path: Option<String>,
 }
 
 /// Parses the path segments of a resource request; `None` when the path is not a resource path
@@ -71,9 +73,27 @@ pub fn parse_resource_path(
     let resource = rest.first()?.clone();
     let name = rest.get(1).cloned();
     let subresource = rest.get(2).cloned();
-    if rest.len() > 3 {
-        return None;
-    }
+    let proxy_path = if subresource.as_deref() == Some("proxy") {
+        let tail = rest.get(3..).unwrap_or_default().join("/");
+        // A trailing slash is part of the proxied path (`…/proxy/` asks for `/`).
+        let slash = if path.ends_with('/') && !tail.is_empty() {
+            "/"
+        } else {
+            ""
+        };
+        Some(if tail.is_empty() && path.ends_with('/') {
+            "/".to_string()
+        } else if tail.is_empty() {
+            String::new()
+        } else {
+            format!("/{tail}{slash}")
+        })
+    } else {
+        if rest.len() > 3 {
+            return None;
+        }
+        None
+    };
     let watch = legacy_watch || query.bool("watch");
     let verb = match (method.as_str(), name.is_some()) {
         ("GET" | "HEAD", _) if watch => Verb::Watch,
@@ -94,6 +114,7 @@ pub fn parse_resource_path(
         resource,
         name,
         subresource,
+        proxy_path,
     })
 }
 

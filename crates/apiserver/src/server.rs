@@ -132,6 +132,12 @@ impl ApiServer {
         crate::bootstrap::ensure_rbac(&state)
             .await
             .map_err(StartError::Bootstrap)?;
+        crate::bootstrap::ensure_priority_classes(&state)
+            .await
+            .map_err(StartError::Bootstrap)?;
+        crate::bootstrap::ensure_api_services(&state)
+            .await
+            .map_err(StartError::Bootstrap)?;
 
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut roots = rustls::RootCertStore::empty();
@@ -529,6 +535,13 @@ async fn route(
     };
     // Pod log/exec/attach/portforward go to the node agent with the request as it came: its body
     // unread and its upgrade pending, so they are routed before the body is collected.
+    // The proxy subresources forward the request as it came, too.
+    if let Some(target) = node_proxy::proxy::ProxyRequest::of(&rr) {
+        return match node_proxy::proxy::serve(&state, target, req).await {
+            Ok(resp) => resp,
+            Err(e) => error_response(&e, &[]),
+        };
+    }
     if let Some(target) = NodeRequest::of(&rr) {
         return match node_proxy::serve(&state, target, req).await {
             Ok(resp) => resp,

@@ -4,8 +4,10 @@
 
 use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
-    discovery::v1 as discovery, events::v1 as events, node::v1 as node,
+    discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
+    node::v1 as node, policy::v1 as policy, scheduling::v1 as scheduling, storage::v1 as storage,
 };
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
@@ -86,6 +88,16 @@ pub fn roundtrip(rt: &ResourceType, mut input: Value) -> Result<Decoded, DecodeE
         ("coordination.k8s.io", "Lease") => round::<coordination::Lease>(value),
         ("discovery.k8s.io", "EndpointSlice") => round::<discovery::EndpointSlice>(value),
         ("events.k8s.io", "Event") => round::<events::Event>(value),
+        ("networking.k8s.io", "Ingress") => round::<networking::Ingress>(value),
+        ("networking.k8s.io", "IngressClass") => round::<networking::IngressClass>(value),
+        ("networking.k8s.io", "NetworkPolicy") => round::<networking::NetworkPolicy>(value),
+        ("policy", "PodDisruptionBudget") => round::<policy::PodDisruptionBudget>(value),
+        ("scheduling.k8s.io", "PriorityClass") => round::<scheduling::PriorityClass>(value),
+        ("storage.k8s.io", "StorageClass") => round::<storage::StorageClass>(value),
+        ("storage.k8s.io", "CSIDriver") => round::<storage::CSIDriver>(value),
+        ("storage.k8s.io", "CSINode") => round::<storage::CSINode>(value),
+        ("storage.k8s.io", "VolumeAttachment") => round::<storage::VolumeAttachment>(value),
+        ("apiregistration.k8s.io", "APIService") => round::<apiregistration::APIService>(value),
         _ => Ok(value.clone()),
     };
     let mut object = result.map_err(|reason| DecodeError {

@@ -72,6 +72,11 @@ fn api_resources_lists_core_apps_and_windows_resources_with_short_names() {
         ("statefulsets", "sts"),
         ("persistentvolumeclaims", "pvc"),
         ("cronjobs", "cj"),
+        ("ingresses", "ing"),
+        ("networkpolicies", "netpol"),
+        ("poddisruptionbudgets", "pdb"),
+        ("priorityclasses", "pc"),
+        ("storageclasses", "sc"),
     ] {
         let r = row(name);
         assert!(
@@ -86,6 +91,11 @@ fn api_resources_lists_core_apps_and_windows_resources_with_short_names() {
         "endpointslices",
         "secrets",
         "serviceaccounts",
+        "ingressclasses",
+        "csidrivers",
+        "csinodes",
+        "volumeattachments",
+        "apiservices",
     ] {
         row(name);
     }
@@ -130,6 +140,11 @@ fn api_versions_lists_every_served_group_version() {
         "coordination.k8s.io/v1",
         "discovery.k8s.io/v1",
         "events.k8s.io/v1",
+        "networking.k8s.io/v1",
+        "policy/v1",
+        "scheduling.k8s.io/v1",
+        "storage.k8s.io/v1",
+        "apiregistration.k8s.io/v1",
         "windows.k8s.io/v1",
     ] {
         assert!(

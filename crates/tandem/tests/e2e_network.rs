@@ -202,6 +202,43 @@ spec:
     wait_running(&s, "client");
     let pods = pod_names(&s, "app=web");
     assert_eq!(pods.len(), 2);
+    // The proxy subresources reach the same servers through the API server: the service's
+    // port by name picks a ready backend, a pod's port reaches that pod, and a node's proxy
+    // reaches its agent.
+    let via_service = s.kubectl(&[
+        "get",
+        "--raw",
+        "/api/v1/namespaces/default/services/web:http/proxy/",
+    ]);
+    let answered = via_service.ok().trim().to_string();
+    assert!(pods.contains(&answered), "{answered} not in {pods:?}");
+    let first = pods.iter().next().unwrap();
+    let via_pod = s.kubectl(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/namespaces/default/pods/{first}:8080/proxy/index.html"),
+    ]);
+    assert_eq!(via_pod.ok().trim(), first.as_str());
+    let missing = s.kubectl(&[
+        "get",
+        "--raw",
+        "/api/v1/namespaces/default/services/web:nope/proxy/",
+    ]);
+    assert!(
+        missing
+            .err()
+            .contains("no service port \"nope\" found for service \"web\""),
+        "{}",
+        missing.stderr
+    );
+    let linux = s.kubectl(&["get", "nodes", "-l", "kubernetes.io/os=linux", "-o", "name"]);
+    let node = linux.ok().trim().trim_start_matches("node/").to_string();
+    let health = s.kubectl(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/nodes/{node}/proxy/healthz"),
+    ]);
+    assert_eq!(health.ok().trim(), "ok");
     // Real containers are not reported as emulated.
     let started = s.kubectl(&[
         "get",

@@ -87,6 +87,10 @@ pub(crate) struct Field {
     /// the field is `omitempty`; only the fields it always writes (the definition's
     /// `required`) and pointers whose zero means something ([`ZERO_MEANS_SOMETHING`]) keep it.
     pub keep_zero: bool,
+    /// A Go struct embedded in its parent with `json:",inline"` (`Volume.volumeSource`,
+    /// `Probe.handler`, `IngressRule.ingressRuleValue`): a field on the wire, but its fields
+    /// sit in the parent's JSON object.
+    pub inline: bool,
 }
 
 /// Optional pointer fields (`*int32`, `*bool`, `*string` in upstream's Go types) whose zero
@@ -262,10 +266,16 @@ fn build() -> Schema {
                     .unwrap_or_else(|| fallback_json_name(def, f.rust));
                 let keep_zero = required.contains(&json.as_str())
                     || ZERO_MEANS_SOMETHING.contains(&json.as_str());
+                // A message field the definition has no property for is an inlined struct.
+                let inline = !properties.is_empty()
+                    && !properties.contains_key(&normalize(f.rust))
+                    && f.shape == Shape::Single
+                    && matches!(f.ty, Ty::Message(_));
                 Field {
                     def: f,
                     json,
                     keep_zero,
+                    inline,
                 }
             })
             .collect();

@@ -396,3 +396,56 @@ fn non_pointer_zeros_are_dropped_and_required_ones_kept() {
         json!({"name": "c", "ready": false, "restartCount": 0})
     );
 }
+
+#[test]
+fn inlined_structs_sit_in_their_parents_json() {
+    // `Volume.volumeSource`, `Probe.handler` and `IngressRule.ingressRuleValue` are fields on
+    // the wire but Go inlines them in JSON.
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "i",
+                                 "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080},
+                                                   "periodSeconds": 5}}],
+                 "volumes": [{"name": "data", "emptyDir": {}},
+                             {"name": "cfg", "configMap": {"name": "web"}}]},
+    });
+    let bytes = encode(&pod).expect("Pod has a message").expect("encodes");
+    let (_, raw) = unwrap_envelope(&bytes);
+    let p = core::Pod::decode(raw.as_slice()).expect("prost decodes");
+    let spec = p.spec.expect("spec");
+    let cfg = spec.volumes[1]
+        .volume_source
+        .as_ref()
+        .and_then(|s| s.config_map.as_ref())
+        .expect("configMap source");
+    assert_eq!(
+        cfg.local_object_reference
+            .as_ref()
+            .and_then(|r| r.name.as_deref()),
+        Some("web")
+    );
+    let probe = spec.containers[0].liveness_probe.as_ref().expect("probe");
+    assert_eq!(
+        probe
+            .handler
+            .as_ref()
+            .and_then(|h| h.http_get.as_ref())
+            .and_then(|g| g.path.as_deref()),
+        Some("/healthz")
+    );
+    assert_eq!(decode(&bytes).expect("decodes"), pod);
+
+    let ingress = json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "web"},
+        "spec": {"rules": [{"host": "web.example.com",
+                            "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                                                "backend": {"service": {"name": "web",
+                                                                        "port": {"number": 80}}}}]}}]},
+    });
+    let bytes = encode(&ingress)
+        .expect("Ingress has a message")
+        .expect("encodes");
+    assert_eq!(decode(&bytes).expect("decodes"), ingress);
+}

@@ -166,6 +166,12 @@ impl Schema {
                 continue;
             };
             let name = field.json.as_str();
+            if field.inline {
+                if let Value::Object(inner) = self.decode_value(field.def.ty, &raw, name, depth)? {
+                    out.extend(inner);
+                }
+                continue;
+            }
             match field.def.shape {
                 Shape::Single => {
                     let v = self.decode_value(field.def.ty, &raw, name, depth)?;
@@ -454,6 +460,11 @@ impl Schema {
             return err(format!("{}: expected an object", message.def.name));
         };
         for field in &message.fields {
+            if field.inline {
+                // The embedded struct takes its fields from this object.
+                self.encode_value(field.def.tag, field.def.ty, value, &field.json, out, depth)?;
+                continue;
+            }
             let Some(v) = map.get(&field.json) else {
                 continue;
             };

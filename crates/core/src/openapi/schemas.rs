@@ -7,10 +7,11 @@ use std::sync::OnceLock;
 
 use k8s_openapi::api::{
     apps, authentication, authorization, autoscaling, batch, certificates, coordination, core,
-    discovery, events, node, policy, rbac,
+    discovery, events, networking, node, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration;
 use schemars::generate::SchemaSettings;
 use schemars::{Schema, SchemaGenerator};
 use serde_json::{Map, Value, json};
@@ -76,6 +77,16 @@ const TYPED_KINDS: &[TypedKind] = typed_kinds! {
     "coordination.k8s.io/v1" "Lease" => coordination::v1::Lease, list: true;
     "discovery.k8s.io/v1" "EndpointSlice" => discovery::v1::EndpointSlice, list: true;
     "events.k8s.io/v1" "Event" => events::v1::Event, list: true;
+    "networking.k8s.io/v1" "Ingress" => networking::v1::Ingress, list: true;
+    "networking.k8s.io/v1" "IngressClass" => networking::v1::IngressClass, list: true;
+    "networking.k8s.io/v1" "NetworkPolicy" => networking::v1::NetworkPolicy, list: true;
+    "policy/v1" "PodDisruptionBudget" => policy::v1::PodDisruptionBudget, list: true;
+    "scheduling.k8s.io/v1" "PriorityClass" => scheduling::v1::PriorityClass, list: true;
+    "storage.k8s.io/v1" "StorageClass" => storage::v1::StorageClass, list: true;
+    "storage.k8s.io/v1" "CSIDriver" => storage::v1::CSIDriver, list: true;
+    "storage.k8s.io/v1" "CSINode" => storage::v1::CSINode, list: true;
+    "storage.k8s.io/v1" "VolumeAttachment" => storage::v1::VolumeAttachment, list: true;
+    "apiregistration.k8s.io/v1" "APIService" => apiregistration::v1::APIService, list: true;
     "authentication.k8s.io/v1" "SelfSubjectReview" => authentication::v1::SelfSubjectReview, list: false;
     "authentication.k8s.io/v1" "TokenReview" => authentication::v1::TokenReview, list: false;
     "authorization.k8s.io/v1" "LocalSubjectAccessReview" => authorization::v1::LocalSubjectAccessReview, list: false;

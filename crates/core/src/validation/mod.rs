@@ -40,6 +40,8 @@ pub fn name_rule(rt: &ResourceType) -> NameRule {
         ("", "Event") => NameRule::PathSegment,
         // Upstream `ValidateRBACName`: `system:node` is a valid role name.
         ("rbac.authorization.k8s.io", _) => NameRule::PathSegment,
+        // `v1.` names the core group's APIService: the name is `<version>.<group>`.
+        ("apiregistration.k8s.io", "APIService") => NameRule::PathSegment,
         _ => NameRule::Subdomain,
     }
 }
