@@ -55,6 +55,22 @@ pub fn apply_defaults(rt: &ResourceType, obj: &mut Value) {
             set_default(p, "protocol", json!("TCP"));
         }),
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => rbac_binding(obj),
+        ("networking.k8s.io", "NetworkPolicy") => {
+            crate::validation::networking::default_network_policy(obj)
+        }
+        ("networking.k8s.io", "IngressClass") => {
+            crate::validation::networking::default_ingress_class(obj)
+        }
+        ("scheduling.k8s.io", "PriorityClass") => {
+            crate::validation::scheduling::default_priority_class(obj)
+        }
+        ("storage.k8s.io", "StorageClass") => {
+            crate::validation::storage_api::default_storage_class(obj)
+        }
+        ("storage.k8s.io", "CSIDriver") => crate::validation::storage_api::default_csi_driver(obj),
+        ("apiregistration.k8s.io", "APIService") => {
+            crate::validation::apiregistration::default_api_service(obj)
+        }
         _ => {}
     }
 }

@@ -52,6 +52,11 @@ pub fn tracks_generation(rt: &ResourceType) -> bool {
         ) | ("batch", "Job" | "CronJob")
             | ("", "ReplicationController" | "PodTemplate")
             | ("discovery.k8s.io", "EndpointSlice")
+            | (
+                "networking.k8s.io",
+                "Ingress" | "IngressClass" | "NetworkPolicy"
+            )
+            | ("policy", "PodDisruptionBudget")
     )
 }
 
@@ -93,6 +98,12 @@ fn initial_status(rt: &ResourceType, obj: &Value) -> Option<Value> {
         ("apps", "DaemonSet") => {
             json!({"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0})
         }
+        // Upstream's empty statuses as they serialize (non-omitempty fields show).
+        ("networking.k8s.io", "Ingress") => json!({"loadBalancer": {}}),
+        ("policy", "PodDisruptionBudget") => {
+            json!({"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0})
+        }
+        ("storage.k8s.io", "VolumeAttachment") => json!({"attached": false}),
         // Nodes are created by their agent with a status: upstream keeps it.
         ("", "Node") => return None,
         _ if has_status_subresource(rt) => json!({}),

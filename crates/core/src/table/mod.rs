@@ -12,10 +12,13 @@
 
 mod age;
 mod certificates;
+mod cluster_api;
 mod json;
+mod networking;
 mod pod;
 mod printers;
 mod rbac;
+mod storage;
 
 use serde_json::{Value, json};
 
@@ -128,6 +131,16 @@ enum Printer {
     RoleBinding,
     ClusterRoleBinding,
     CertificateSigningRequest,
+    Ingress,
+    IngressClass,
+    NetworkPolicy,
+    PodDisruptionBudget,
+    PriorityClass,
+    StorageClass,
+    CsiDriver,
+    CsiNode,
+    VolumeAttachment,
+    ApiService,
     /// `rest.defaultTableConvertor`: built-in types without a printer (LimitRange, Role,
     /// ClusterRole).
     CreatedAt,
@@ -170,6 +183,16 @@ impl Printer {
             ("certificates.k8s.io", "certificatesigningrequests") => {
                 Printer::CertificateSigningRequest
             }
+            ("networking.k8s.io", "ingresses") => Printer::Ingress,
+            ("networking.k8s.io", "ingressclasses") => Printer::IngressClass,
+            ("networking.k8s.io", "networkpolicies") => Printer::NetworkPolicy,
+            ("policy", "poddisruptionbudgets") => Printer::PodDisruptionBudget,
+            ("scheduling.k8s.io", "priorityclasses") => Printer::PriorityClass,
+            ("storage.k8s.io", "storageclasses") => Printer::StorageClass,
+            ("storage.k8s.io", "csidrivers") => Printer::CsiDriver,
+            ("storage.k8s.io", "csinodes") => Printer::CsiNode,
+            ("storage.k8s.io", "volumeattachments") => Printer::VolumeAttachment,
+            ("apiregistration.k8s.io", "apiservices") => Printer::ApiService,
             _ => Printer::CustomResource,
         }
     }
@@ -667,6 +690,16 @@ pub fn columns(rt: &ResourceType) -> Vec<ColumnDefinition> {
         Printer::RoleBinding => rbac::binding_columns(false),
         Printer::ClusterRoleBinding => rbac::binding_columns(true),
         Printer::CertificateSigningRequest => certificates::columns(),
+        Printer::Ingress => networking::ingress_columns(),
+        Printer::IngressClass => networking::ingress_class_columns(),
+        Printer::NetworkPolicy => networking::network_policy_columns(),
+        Printer::PodDisruptionBudget => cluster_api::pdb_columns(),
+        Printer::PriorityClass => cluster_api::priority_class_columns(),
+        Printer::StorageClass => storage::storage_class_columns(),
+        Printer::CsiDriver => storage::csi_driver_columns(),
+        Printer::CsiNode => storage::csi_node_columns(),
+        Printer::VolumeAttachment => storage::volume_attachment_columns(),
+        Printer::ApiService => cluster_api::api_service_columns(),
         Printer::CreatedAt => vec![NAME, col("Created At", "date", AGE_DESC)],
         Printer::CustomResource => vec![NAME, col("Age", "date", AGE_DESC)],
     }
@@ -705,6 +738,16 @@ pub fn cells(rt: &ResourceType, obj: &Value, now_unix_secs: i64) -> Vec<Value> {
         Printer::EndpointSlice => printers::endpoint_slice(obj, now),
         Printer::RoleBinding | Printer::ClusterRoleBinding => rbac::binding(obj, now),
         Printer::CertificateSigningRequest => certificates::cells(obj, now),
+        Printer::Ingress => networking::ingress(obj, now),
+        Printer::IngressClass => networking::ingress_class(obj, now),
+        Printer::NetworkPolicy => networking::network_policy(obj, now),
+        Printer::PodDisruptionBudget => cluster_api::pdb(obj, now),
+        Printer::PriorityClass => cluster_api::priority_class(obj, now),
+        Printer::StorageClass => storage::storage_class(obj, now),
+        Printer::CsiDriver => storage::csi_driver(obj, now),
+        Printer::CsiNode => storage::csi_node(obj, now),
+        Printer::VolumeAttachment => storage::volume_attachment(obj, now),
+        Printer::ApiService => cluster_api::api_service(obj, now),
         Printer::CreatedAt => printers::created_at(obj),
         Printer::CustomResource => printers::custom_resource(obj, now),
     }

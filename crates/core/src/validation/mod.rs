@@ -9,9 +9,12 @@
 //! Layout follows upstream: [`meta`] (ObjectMeta), [`pod`] (PodSpec and templates), [`apps`]
 //! (workloads and selectors), [`batch`] (Job, CronJob, cron syntax), [`service`] (Service,
 //! Endpoints, EndpointSlice), [`storage`] (PVC, PV), [`config`] (ConfigMap, Secret), [`rbac`]
-//! (roles and bindings) and [`cluster`] (everything else), over [`names`] (string formats) and
-//! [`quantity`].
+//! (roles and bindings), [`networking`] (Ingress, IngressClass, NetworkPolicy), [`policy`]
+//! (PodDisruptionBudget), [`scheduling`] (PriorityClass), [`storage_api`] (StorageClass, CSI
+//! objects, VolumeAttachment), [`apiregistration`] (APIService) and [`cluster`] (everything
+//! else), over [`names`] (string formats) and [`quantity`].
 
+pub mod apiregistration;
 pub mod apps;
 pub mod batch;
 pub mod certificates;
@@ -20,11 +23,15 @@ pub mod config;
 pub(crate) mod json;
 pub mod meta;
 pub mod names;
+pub mod networking;
 pub mod pod;
+pub mod policy;
 pub mod quantity;
 pub mod rbac;
+pub mod scheduling;
 pub mod service;
 pub mod storage;
+pub mod storage_api;
 
 use serde_json::Value;
 
@@ -40,7 +47,8 @@ pub fn name_rule(rt: &ResourceType) -> NameRule {
         ("", "Event") => NameRule::PathSegment,
         // Upstream `ValidateRBACName`: `system:node` is a valid role name.
         ("rbac.authorization.k8s.io", _) => NameRule::PathSegment,
-        // `v1.` names the core group's APIService: the name is `<version>.<group>`.
+        // Upstream `ValidateAPIService`: a path segment, then `<version>.<group>` (checked by
+        // `apiregistration::validate_api_service`).
         ("apiregistration.k8s.io", "APIService") => NameRule::PathSegment,
         _ => NameRule::Subdomain,
     }
@@ -91,6 +99,16 @@ fn validate_kind(rt: &ResourceType, obj: &Value) -> Vec<FieldError> {
         ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
             rbac::validate_cluster_role_binding(obj)
         }
+        ("networking.k8s.io", "Ingress") => networking::validate_ingress(obj),
+        ("networking.k8s.io", "IngressClass") => networking::validate_ingress_class(obj),
+        ("networking.k8s.io", "NetworkPolicy") => networking::validate_network_policy(obj),
+        ("policy", "PodDisruptionBudget") => policy::validate_pdb(obj),
+        ("scheduling.k8s.io", "PriorityClass") => scheduling::validate_priority_class(obj),
+        ("storage.k8s.io", "StorageClass") => storage_api::validate_storage_class(obj),
+        ("storage.k8s.io", "CSIDriver") => storage_api::validate_csi_driver(obj),
+        ("storage.k8s.io", "CSINode") => storage_api::validate_csi_node(obj),
+        ("storage.k8s.io", "VolumeAttachment") => storage_api::validate_volume_attachment(obj),
+        ("apiregistration.k8s.io", "APIService") => apiregistration::validate_api_service(obj),
         _ => Vec::new(),
     }
 }
@@ -130,6 +148,19 @@ pub fn validate_update(rt: &ResourceType, new: &Value, old: &Value) -> Vec<Field
         ("batch", "CronJob") => batch::validate_cron_job(new, Some(old)),
         ("node.k8s.io", "RuntimeClass") => cluster::validate_runtime_class_update(new, old),
         ("discovery.k8s.io", "EndpointSlice") => service::validate_endpoint_slice_update(new, old),
+        ("networking.k8s.io", "Ingress") => networking::validate_ingress_update(new, old),
+        ("networking.k8s.io", "IngressClass") => {
+            networking::validate_ingress_class_update(new, old)
+        }
+        ("scheduling.k8s.io", "PriorityClass") => {
+            scheduling::validate_priority_class_update(new, old)
+        }
+        ("storage.k8s.io", "StorageClass") => storage_api::validate_storage_class_update(new, old),
+        ("storage.k8s.io", "CSIDriver") => storage_api::validate_csi_driver_update(new, old),
+        ("storage.k8s.io", "CSINode") => storage_api::validate_csi_node_update(new, old),
+        ("storage.k8s.io", "VolumeAttachment") => {
+            storage_api::validate_volume_attachment_update(new, old)
+        }
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
             let mut e = validate_kind(rt, new);
             e.extend(rbac::validate_binding_update(new, old));
@@ -161,6 +192,15 @@ pub fn validate_status_update(rt: &ResourceType, new: &Value, old: &Value) -> Ve
         ("", "Namespace") => errs.extend(cluster::validate_namespace_status(new)),
         ("certificates.k8s.io", "CertificateSigningRequest") => {
             errs.extend(certificates::validate_conditions(new));
+        }
+        ("networking.k8s.io", "Ingress") => errs.extend(networking::validate_ingress_status(new)),
+        ("policy", "PodDisruptionBudget") => errs.extend(policy::validate_pdb_status(new)),
+        // Upstream's VolumeAttachment status strategy runs the full update validation.
+        ("storage.k8s.io", "VolumeAttachment") => {
+            errs.extend(storage_api::validate_volume_attachment_update(new, old));
+        }
+        ("apiregistration.k8s.io", "APIService") => {
+            errs.extend(apiregistration::validate_api_service_status(new));
         }
         ("apps", _) | ("", "ReplicationController") | ("batch", "Job") => {
             for key in [
