@@ -150,6 +150,14 @@ async fn run_inner(
         clock,
         node.metadata.uid.clone(),
     ));
+    // Emulated runtimes create no volume directories, so they have none to remove.
+    let local_path = (!runtime.version().starts_with("emulated")).then(|| {
+        tokio::spawn(crate::volumes::local_path::run(
+            client.clone(),
+            config.name.clone(),
+            crate::volumes::local_path::root_for(&config),
+        ))
+    });
     let status = tokio::spawn(status_loop(
         client.clone(),
         config.clone(),
@@ -160,6 +168,9 @@ async fn run_inner(
     let result = pod_loop(client, config, runtime, clock, feed).await;
     lease.abort();
     status.abort();
+    if let Some(t) = local_path {
+        t.abort();
+    }
     if let Some(s) = streaming {
         s.abort();
     }

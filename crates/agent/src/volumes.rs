@@ -19,6 +19,7 @@
 //! these strings reach users verbatim, the displayed message includes its cause.
 
 pub mod atomic_writer;
+pub mod local_path;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;

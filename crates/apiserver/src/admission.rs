@@ -2,7 +2,9 @@
 //! (pod OS fields, HostProcess, RuntimeClass scheduling and overhead, gMSA credential specs,
 //! default not-ready/unreachable tolerations, and warnings for what Windows nodes cannot honour),
 //! with the RuntimeClass and GMSACredentialSpec objects they need looked up first; and, for new
-//! pods, the ServiceAccount plugin (the default account and its token volume).
+//! pods, the ServiceAccount plugin (the default account and its token volume) and the Priority
+//! plugin (PriorityClass resolution), which also keeps a second global default PriorityClass
+//! out.
 
 use serde_json::{Value, json};
 use tandem_core::admission::{self, AdmissionError, AdmissionOptions, MapLookups, Operation};
@@ -34,6 +36,17 @@ impl State {
         obj: &mut Value,
         old: Option<&Value>,
     ) -> Result<Vec<String>, AdmissionError> {
+        self.admit_limit_ranges(op, rt, obj, old)?;
+        if rt.group == "scheduling.k8s.io" && rt.kind == "PriorityClass" {
+            let classes = self.priority_classes();
+            admission::priority::validate_priority_class(op, obj, &classes)?;
+            return Ok(Vec::new());
+        }
+        if op == Operation::Create && rt.group.is_empty() && rt.kind == "PersistentVolumeClaim" {
+            let classes = self.storage_classes();
+            admission::default_storage_class::admit(obj, &classes);
+            return Ok(Vec::new());
+        }
         let Some(location) = admission::pod_spec_location(rt) else {
             return Ok(Vec::new());
         };
@@ -65,6 +78,7 @@ impl State {
             admission::service_account::admit(obj, account.as_ref(), &volume);
         }
         if rt.group.is_empty() && rt.kind == "Pod" {
+            self.admit_priority(op, obj, old).await?;
             for name in gmsa_names(obj) {
                 if let Some(spec) = self
                     .lookup("windows.k8s.io", "gmsacredentialspecs", &name)
@@ -79,6 +93,72 @@ impl State {
             warnings: true,
         };
         admission::admit(op, rt, obj, old, &lookups, &options)
+    }
+}
+
+impl State {
+    /// Every stored PriorityClass (from the cache; there are a handful).
+    fn priority_classes(&self) -> Vec<Value> {
+        let Some(rt) = self
+            .registry
+            .by_plural("scheduling.k8s.io", "v1", "priorityclasses")
+        else {
+            return Vec::new();
+        };
+        self.cache
+            .snapshot(&rt, &rt.key_prefix(), |_| true)
+            .items
+            .iter()
+            .filter_map(|o| o.to_value())
+            .collect()
+    }
+
+    /// The Priority plugin for pods: resolve the class on create, keep the stored priority on
+    /// update (see `admission::priority`).
+    async fn admit_priority(
+        &self,
+        op: Operation,
+        pod: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<(), AdmissionError> {
+        match op {
+            Operation::Create => {
+                let name = admission::priority::class_name(pod).to_string();
+                if name.is_empty() {
+                    admission::priority::admit_pod_create(pod, None, &self.priority_classes())
+                } else {
+                    let class = self
+                        .lookup("scheduling.k8s.io", "priorityclasses", &name)
+                        .await;
+                    admission::priority::admit_pod_create(pod, class.as_ref(), &[])
+                }
+            }
+            Operation::Update => {
+                if let Some(old) = old {
+                    admission::priority::admit_pod_update(pod, old);
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl State {
+    /// Every StorageClass in the watch cache (none while the type is not served), for the
+    /// DefaultStorageClass plugin.
+    fn storage_classes(&self) -> Vec<Value> {
+        let Some(rt) = self
+            .registry
+            .by_plural("storage.k8s.io", "v1", "storageclasses")
+        else {
+            return Vec::new();
+        };
+        self.cache
+            .snapshot(&rt, &rt.key_prefix(), |_| true)
+            .items
+            .iter()
+            .filter_map(|o| o.to_value())
+            .collect()
     }
 }
 

@@ -742,6 +742,7 @@ impl State {
         };
         let mut obj = self.prepare_create(ctx, rt, ns, body).await?;
         let name = meta::name(&obj).unwrap_or_default().to_string();
+        self.admit_quota(rt, &obj, None, ctx.dry_run()).await?;
         if ctx.dry_run() {
             return Ok(Reply::Value(201, obj));
         }
@@ -997,6 +998,7 @@ impl State {
         }
         if sub.is_none() {
             ctx.track(rt, Some(old), &mut new);
+            self.admit_quota(rt, &new, Some(old), ctx.dry_run()).await?;
         }
         let key = rt.key(ns, name);
         let finished = meta::is_deleting(&new)

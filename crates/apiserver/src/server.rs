@@ -291,12 +291,25 @@ fn json_response(
 }
 
 fn error_response(e: &ApiError, warnings: &[String]) -> Response<Body> {
-    json_response(
+    let mut resp = json_response(
         e.code,
         Bytes::from(e.status_json()),
         "application/json",
         warnings,
-    )
+    );
+    // Upstream's `responsewriters.ErrorNegotiated` sends `Retry-After` for errors that carry
+    // `details.retryAfterSeconds` (a 429 from the eviction subresource, for one).
+    if let Some(secs) = e
+        .details
+        .as_ref()
+        .and_then(|d| d.get("retryAfterSeconds"))
+        .and_then(Value::as_i64)
+        .filter(|s| *s > 0)
+        && let Ok(v) = HeaderValue::from_str(&secs.to_string())
+    {
+        resp.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    resp
 }
 
 /// A JSON response body transcoded to protobuf. Kinds without a protobuf form, and the rare
@@ -873,15 +886,7 @@ async fn dispatch(
             state.bind(ctx, &rt, ns, n, v).await?
         }
         (Verb::Create, Some(n), Some("eviction")) => {
-            let opts = decode_body(&body, ctx.content_type.as_deref())
-                .ok()
-                .and_then(|v| v.get("deleteOptions").cloned())
-                .unwrap_or(Value::Null);
-            state.delete(ctx, &rt, ns, n, &opts).await?;
-            Reply::Value(
-                201,
-                serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
-            )
+            crate::eviction::evict(&state, ctx, &rt, ns, n, &body).await?
         }
         (Verb::Update, Some(n), None | Some("status") | Some("finalize") | Some("approval")) => {
             let v = decode_body(&body, ctx.content_type.as_deref())?;

@@ -11,18 +11,21 @@ pub mod cron_schedule;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
 pub mod dynamic;
 pub mod endpointslice;
 pub mod events;
 pub mod garbage_collector;
 pub mod informer;
 pub mod job;
+pub mod local_path;
 pub mod namespace;
 pub mod node_ipam;
 pub mod node_lifecycle;
 pub mod persistent_volume;
 pub mod replicaset;
 pub mod replication_controller;
+pub mod resource_quota;
 pub mod root_ca_publisher;
 pub mod service_lb;
 pub mod serviceaccount;
@@ -37,21 +40,34 @@ use tandem_core::registry::Registry;
 /// Starts every controller on `client`; they run until the runtime stops.
 pub fn start_all(client: kube::Client, registry: Registry) {
     tokio::spawn(garbage_collector::run(client.clone(), registry.clone()));
-    tokio::spawn(namespace::run(client.clone(), registry));
+    tokio::spawn(namespace::run(client.clone(), registry.clone()));
     tokio::spawn(serviceaccount::run(client.clone()));
     tokio::spawn(clusterrole_aggregation::run(client.clone()));
     tokio::spawn(persistent_volume::run(client.clone()));
     // One pod watch and cache shared by every controller that manages pods.
     let pods = informer::Informer::<Pod>::start(client.clone());
+    tokio::spawn(resource_quota::run(
+        client.clone(),
+        registry,
+        pods.clone(),
+        resource_quota::ResourceQuotaOptions::default(),
+    ));
     let replicasets = informer::Informer::<ReplicaSet>::start(client.clone());
     tokio::spawn(replicaset::run(
         client.clone(),
         pods.clone(),
         replicasets.clone(),
     ));
+    tokio::spawn(disruption::run(
+        client.clone(),
+        pods.clone(),
+        replicasets.clone(),
+        disruption::DisruptionOptions::default(),
+    ));
     tokio::spawn(deployment::run(client.clone(), pods.clone(), replicasets));
     let nodes = informer::Informer::<Node>::start(client.clone());
     tokio::spawn(daemonset::run(client.clone(), pods.clone(), nodes.clone()));
+    tokio::spawn(local_path::run(client.clone(), nodes.clone()));
     tokio::spawn(node_lifecycle::run(
         client.clone(),
         pods.clone(),

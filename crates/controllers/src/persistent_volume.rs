@@ -1,30 +1,49 @@
 //! The PersistentVolume binder — upstream's `pkg/controller/volume/persistentvolume`
-//! (`PersistentVolumeController.syncClaim`/`syncVolume`), for statically provisioned volumes:
+//! (`PersistentVolumeController.syncClaim`/`syncVolume`, `syncUnboundClaim`):
 //!
 //! - a PersistentVolume without a claim is `Available`; one whose claim is gone is `Released`
 //!   (reclaim policy `Retain`) or deleted (`Delete`; the data on the node stays — tandem has no
-//!   volume plugins that could delete it);
+//!   volume plugins that could delete it). A dynamically provisioned volume
+//!   (`pv.kubernetes.io/provisioned-by`) with `Delete` is only `Released`: its provisioner
+//!   deletes it once the storage is gone, as upstream leaves it to external provisioners
+//!   (tandem's own: [`crate::local_path`]);
 //! - a Pending claim naming a volume (`spec.volumeName`) is bound to it if the volume is free or
 //!   already reserved for the claim; a claim without one gets the smallest Available volume
 //!   that matches its storage class, access modes, volume mode, selector and requested size;
 //! - binding writes the volume's `claimRef` first, then the claim's `volumeName`, then both
 //!   statuses (`Bound`, the claim's capacity and access modes), as upstream orders it so a crash
 //!   between steps is finished by the next sync;
-//! - a Bound claim whose volume disappeared is `Lost`.
+//! - a Bound claim whose volume disappeared is `Lost`;
+//! - delayed binding (a class with `volumeBindingMode: WaitForFirstConsumer`): until the
+//!   scheduler sets `volume.kubernetes.io/selected-node` on the claim, only a volume already
+//!   reserved for the claim is bound, and the claim gets upstream's `WaitForFirstConsumer` event;
+//!   once a node is selected, a free volume qualifies only if its node affinity admits that
+//!   node (read from the node's name and `kubernetes.io/hostname`, which tandem's agents keep
+//!   equal);
+//! - dynamic provisioning: a claim nothing matches, of a class with a provisioner, is handed to
+//!   that provisioner by annotating it `volume.kubernetes.io/storage-provisioner` (and the beta
+//!   spelling), with upstream's `ExternalProvisioning` event; the provisioner creates a volume
+//!   reserved for the claim (`claimRef`), which the next sync binds. Only
+//!   `kubernetes.io/no-provisioner` classes stay without (a `FailedBinding` event), as does a
+//!   claim without a class or of a missing class.
 //!
-//! No dynamic provisioning: a claim nothing matches stays Pending with upstream's
-//! `FailedBinding` event.
+//! Events about one claim and reason are recorded once per controller run, not at every sync
+//! (a Pending claim is synced again at every volume change).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{
     ObjectReference, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimStatus,
     PersistentVolumeStatus,
 };
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
+use tandem_core::local_path::{
+    BETA_STORAGE_PROVISIONER, HOSTNAME_LABEL, PROVISIONED_BY, SELECTED_NODE, STORAGE_PROVISIONER,
+};
 use tandem_core::validation::quantity::Quantity;
 
 use crate::controller_utils::{self as cu, SyncResult};
@@ -35,12 +54,17 @@ use crate::workqueue::WorkQueue;
 const COMPONENT: &str = "persistentvolume-controller";
 const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
 const BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
+/// The provisioner name of classes whose volumes an administrator creates by hand.
+const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
 
 struct Ctx {
     client: kube::Client,
     volumes: Informer<PersistentVolume>,
     claims: Informer<PersistentVolumeClaim>,
+    classes: Informer<StorageClass>,
     queue: WorkQueue,
+    /// `<claim uid>/<reason>` of the events already recorded.
+    reported: Mutex<HashSet<String>>,
 }
 
 /// Runs the binder until the runtime stops.
@@ -48,13 +72,17 @@ pub async fn run(client: kube::Client) {
     let ctx = Arc::new(Ctx {
         volumes: Informer::start(client.clone()),
         claims: Informer::start(client.clone()),
+        classes: Informer::start(client.clone()),
         client,
         queue: WorkQueue::default(),
+        reported: Mutex::default(),
     });
     let mut pv_events = ctx.volumes.subscribe();
     let mut pvc_events = ctx.claims.subscribe();
+    let mut class_events = ctx.classes.subscribe();
     ctx.volumes.wait_ready().await;
     ctx.claims.wait_ready().await;
+    ctx.classes.wait_ready().await;
     let worker_ctx = ctx.clone();
     ctx.queue.run_workers(1, "persistentvolume", move |key| {
         let ctx = worker_ctx.clone();
@@ -91,6 +119,16 @@ pub async fn run(client: kube::Client) {
                     ctx.queue.add(claim_key(pvc));
                     if let Some(v) = pvc.spec.as_ref().and_then(|s| s.volume_name.as_ref()) {
                         ctx.queue.add(format!("pv/{v}"));
+                    }
+                }
+                if let (Some(gone), None) = (&change.old, &change.new) {
+                    forget_reports(&ctx, gone);
+                }
+            }
+            Some(_) = class_events.recv() => {
+                for pvc in ctx.claims.list() {
+                    if phase_of_claim(&pvc) == "Pending" {
+                        ctx.queue.add(claim_key(&pvc));
                     }
                 }
             }
@@ -194,7 +232,13 @@ async fn sync_volume(ctx: &Ctx, name: &str) -> SyncResult {
         .as_ref()
         .and_then(|s| s.persistent_volume_reclaim_policy.as_deref())
         .unwrap_or("Retain");
-    if policy == "Delete" {
+    let provisioned = pv
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PROVISIONED_BY))
+        .is_some_and(|p| !p.is_empty());
+    if policy == "Delete" && !provisioned {
         let api: Api<PersistentVolume> = Api::all(ctx.client.clone());
         return match api.delete(name, &DeleteParams::default()).await {
             Ok(_) => Ok(None),
@@ -309,51 +353,180 @@ async fn sync_claim(ctx: &Ctx, ns: &str, name: &str) -> SyncResult {
             None => return Ok(None),
         },
         None => {
+            let class = claim_class(&pvc).and_then(|c| ctx.classes.get("", c));
+            let delayed = class
+                .as_ref()
+                .and_then(|c| c.volume_binding_mode.as_deref())
+                == Some("WaitForFirstConsumer");
+            let selected = pvc
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(SELECTED_NODE))
+                .cloned();
             let mut candidates: Vec<Arc<PersistentVolume>> = ctx
                 .volumes
                 .list()
                 .into_iter()
                 .filter(|pv| {
+                    let Some(spec) = pv.spec.as_ref() else {
+                        return false;
+                    };
+                    let reserved_here = spec.claim_ref.as_ref().is_some_and(|c| {
+                        c.name.as_deref() == Some(name) && c.namespace.as_deref() == Some(ns)
+                    });
+                    let usable = match (delayed, &selected) {
+                        (false, _) => true,
+                        (true, _) if reserved_here => true,
+                        (true, None) => false,
+                        (true, Some(node)) => admits_node(pv, node),
+                    };
                     pv.metadata.deletion_timestamp.is_none()
-                        && pv.spec.as_ref().is_some_and(|s| {
-                            s.claim_ref.as_ref().is_none_or(|c| {
-                                c.name.as_deref() == Some(name)
-                                    && c.namespace.as_deref() == Some(ns)
-                            })
-                        })
+                        && (spec.claim_ref.is_none() || reserved_here)
+                        && usable
                         && volume_matches(pv, &pvc)
                 })
                 .collect();
             candidates.sort_by_key(|pv| (capacity_bytes(pv), pv.name_any()));
             match candidates.into_iter().next() {
                 Some(pv) => pv,
-                None => {
-                    let class = pvc
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.storage_class_name.clone())
-                        .unwrap_or_default();
-                    let msg = if class.is_empty() {
-                        "no persistent volumes available for this claim and no storage class is set"
-                            .to_string()
-                    } else {
-                        format!("storageclass.storage.k8s.io \"{class}\" not found")
-                    };
-                    events::record(
-                        &ctx.client,
-                        COMPONENT,
-                        pvc.as_ref(),
-                        EventType::Normal,
-                        "FailedBinding",
-                        &msg,
-                    )
-                    .await;
-                    return Ok(None);
-                }
+                None => return no_volume(ctx, &pvc, class.as_deref(), delayed, selected).await,
             }
         }
     };
     bind(ctx, &pv, &pvc, wanted.is_none()).await
+}
+
+/// The class a claim names (`spec.storageClassName`, else the legacy beta annotation).
+fn claim_class(pvc: &PersistentVolumeClaim) -> Option<&str> {
+    crate::local_path::claim_class(pvc)
+}
+
+/// Whether a volume's required node affinity admits the node `node` (named, and labelled
+/// `kubernetes.io/hostname`, alike). A volume without node affinity admits every node.
+fn admits_node(pv: &PersistentVolume, node: &str) -> bool {
+    let Some(required) = pv
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_affinity.as_ref())
+        .and_then(|a| a.required.as_ref())
+    else {
+        return true;
+    };
+    let labels = BTreeMap::from([(HOSTNAME_LABEL.to_string(), node.to_string())]);
+    required
+        .node_selector_terms
+        .iter()
+        .any(|t| tandem_core::node_selector::term_matches(t, &labels, node))
+}
+
+/// Forgets the events recorded about a deleted claim.
+fn forget_reports(ctx: &Ctx, pvc: &PersistentVolumeClaim) {
+    let prefix = format!("{}/", pvc.metadata.uid.as_deref().unwrap_or_default());
+    if let Ok(mut r) = ctx.reported.lock() {
+        r.retain(|k| !k.starts_with(&prefix));
+    }
+}
+
+/// Records an event about a claim once per claim and reason.
+async fn report_once(
+    ctx: &Ctx,
+    pvc: &PersistentVolumeClaim,
+    type_: EventType,
+    reason: &str,
+    message: &str,
+) {
+    let key = format!(
+        "{}/{reason}",
+        pvc.metadata.uid.as_deref().unwrap_or_default()
+    );
+    let first = ctx
+        .reported
+        .lock()
+        .map(|mut r| r.insert(key))
+        .unwrap_or(true);
+    if first {
+        events::record(&ctx.client, COMPONENT, pvc, type_, reason, message).await;
+    }
+}
+
+/// No existing volume fits an unbound claim: wait for its first consumer, hand it to its
+/// class's provisioner, or say why nothing can happen (upstream `syncUnboundClaim`).
+async fn no_volume(
+    ctx: &Ctx,
+    pvc: &PersistentVolumeClaim,
+    class: Option<&StorageClass>,
+    delayed: bool,
+    selected: Option<String>,
+) -> SyncResult {
+    let class_name = claim_class(pvc).unwrap_or_default().to_string();
+    let Some(class) = class else {
+        let msg = if class_name.is_empty() {
+            "no persistent volumes available for this claim and no storage class is set".to_string()
+        } else {
+            format!("storageclass.storage.k8s.io \"{class_name}\" not found")
+        };
+        report_once(ctx, pvc, EventType::Normal, "FailedBinding", &msg).await;
+        return Ok(None);
+    };
+    if delayed && selected.is_none() {
+        report_once(
+            ctx,
+            pvc,
+            EventType::Normal,
+            "WaitForFirstConsumer",
+            "waiting for first consumer to be created before binding",
+        )
+        .await;
+        return Ok(None);
+    }
+    if class.provisioner == NO_PROVISIONER {
+        report_once(
+            ctx,
+            pvc,
+            EventType::Normal,
+            "FailedBinding",
+            "no persistent volumes available for this claim",
+        )
+        .await;
+        return Ok(None);
+    }
+    let annotations = pvc.metadata.annotations.clone().unwrap_or_default();
+    let handed = [STORAGE_PROVISIONER, BETA_STORAGE_PROVISIONER]
+        .iter()
+        .all(|k| annotations.get(*k) == Some(&class.provisioner));
+    if !handed {
+        let api: Api<PersistentVolumeClaim> =
+            Api::namespaced(ctx.client.clone(), &pvc.namespace().unwrap_or_default());
+        let patch = json!({"metadata": {"annotations": {
+            STORAGE_PROVISIONER: class.provisioner,
+            BETA_STORAGE_PROVISIONER: class.provisioner,
+        }}});
+        match api
+            .patch(
+                &pvc.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if cu::is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    report_once(
+        ctx,
+        pvc,
+        EventType::Normal,
+        "ExternalProvisioning",
+        &format!(
+            "Waiting for a volume to be created either by the external provisioner '{}' or manually by the system administrator. If volume creation is delayed, please verify that the provisioner is running and correctly registered.",
+            class.provisioner
+        ),
+    )
+    .await;
+    Ok(None)
 }
 
 async fn bind(

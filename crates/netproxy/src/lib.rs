@@ -120,6 +120,7 @@ impl ProxyError {
 pub struct Forwarder {
     connect_timeout: Duration,
     tls: Option<TlsConnector>,
+    keep_host: bool,
 }
 
 impl std::fmt::Debug for Forwarder {
@@ -127,6 +128,7 @@ impl std::fmt::Debug for Forwarder {
         f.debug_struct("Forwarder")
             .field("connect_timeout", &self.connect_timeout)
             .field("tls", &self.tls.is_some())
+            .field("keep_host", &self.keep_host)
             .finish()
     }
 }
@@ -136,6 +138,7 @@ impl Default for Forwarder {
         Forwarder {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             tls: None,
+            keep_host: false,
         }
     }
 }
@@ -161,6 +164,14 @@ impl Forwarder {
         self
     }
 
+    /// The same forwarder, passing the request's own `Host` header on (a reverse proxy in
+    /// front of virtual hosts, such as the ingress controller); the target's authority is sent
+    /// only when the request has no `Host`.
+    pub fn keep_host(mut self) -> Self {
+        self.keep_host = true;
+        self
+    }
+
     /// The same forwarder, able to reach `https://` targets with `config`: its verifier decides
     /// whether a backend's certificate is accepted and its client certificate, if any, is
     /// presented. Its ALPN list should offer only `http/1.1` (or nothing): the forwarded request
@@ -179,7 +190,7 @@ impl Forwarder {
     ///   upstream's `httpstream.IsUpgradeRequest`) keeps `Connection: Upgrade` and `Upgrade`.
     ///   Every other header passes (`Sec-WebSocket-*`, `X-Stream-Protocol-Version`, and also
     ///   `Authorization`: a caller that must not pass credentials on removes them first).
-    ///   `Host` becomes the target's authority.
+    ///   `Host` becomes the target's authority (unless [`Forwarder::keep_host`]).
     /// - A response other than `101` is returned with its status, end-to-end headers and
     ///   streamed body; errors of the backend are responses, not `Err`.
     /// - A `101` is returned with the backend's headers untouched and an empty body; a task is
@@ -209,7 +220,9 @@ impl Forwarder {
         let (parts, body) = req.into_parts();
         let mut headers = parts.headers;
         strip_hop_by_hop(&mut headers, upgrade);
-        if let Ok(host) = HeaderValue::from_str(location.authority.as_str()) {
+        if !(self.keep_host && headers.contains_key(header::HOST))
+            && let Ok(host) = HeaderValue::from_str(location.authority.as_str())
+        {
             headers.insert(header::HOST, host);
         }
         let mut outgoing = Request::new(body);

@@ -6,6 +6,7 @@
 //! makes), [`nft`] runs Debian's `nft`, and [`proxy`] keeps the kernel in step with the API.
 
 pub mod model;
+pub mod netpol;
 pub mod nft;
 pub mod proxy;
 pub mod rules;

@@ -16,6 +16,7 @@ use crate::os::{self, Os, OsSource, WindowsBuild};
 use crate::plugins::node_affinity::NodeAffinity;
 use crate::plugins::node_ports::HostPort;
 use crate::plugins::node_resources::Insufficient;
+use crate::plugins::volume_binding;
 use crate::plugins::{
     image_locality, inter_pod_affinity, node_affinity, node_name, node_ports, node_resources,
     node_unschedulable, os_placement, pod_topology_spread, selector_spread, taint_toleration,
@@ -51,6 +52,9 @@ pub enum Rejection {
     WrongBuild(usize),
     /// Requests that do not fit.
     Insufficient(Insufficient),
+    /// The pod's claims rule out every node (VolumeBinding's PreFilter); the words are in
+    /// [`CycleState::volumes`].
+    VolumePreFilter,
 }
 
 impl Rejection {
@@ -59,9 +63,10 @@ impl Rejection {
         match self {
             Rejection::Reason(_, c) => *c,
             Rejection::Insufficient(_) => Code::Unschedulable,
-            Rejection::UntoleratedTaint(_) | Rejection::WrongOs | Rejection::WrongBuild(_) => {
-                Code::UnschedulableAndUnresolvable
-            }
+            Rejection::UntoleratedTaint(_)
+            | Rejection::WrongOs
+            | Rejection::WrongBuild(_)
+            | Rejection::VolumePreFilter => Code::UnschedulableAndUnresolvable,
         }
     }
 
@@ -78,6 +83,7 @@ impl Rejection {
             Rejection::WrongOs => vec![os_placement::os_reason(cs, node)],
             Rejection::WrongBuild(i) => vec![os_placement::build_reason(cs, node, *i)],
             Rejection::Insufficient(ins) => ins.reasons(),
+            Rejection::VolumePreFilter => volume_binding::pre_filter_reasons(cs),
         }
     }
 }
@@ -104,6 +110,8 @@ pub struct CycleState<'a> {
     pub owner: Option<String>,
     pub inter_pod: Option<inter_pod_affinity::PreState>,
     pub spread: Option<pod_topology_spread::PreState>,
+    /// The pod's claims (`None` for a pod without any).
+    pub volumes: Option<volume_binding::PreState>,
 }
 
 impl<'a> CycleState<'a> {
@@ -157,6 +165,7 @@ impl<'a> CycleState<'a> {
                 snapshot,
             ),
             node_affinity,
+            volumes: volume_binding::pre_filter(pod, namespace, snapshot.volumes()),
         }
     }
 }
@@ -201,12 +210,17 @@ pub fn run_placement_filters(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(),
     node_resources::filter(cs, node)?;
     pod_topology_spread::filter(cs, node)?;
     inter_pod_affinity::filter(cs, node)?;
+    if cs.volumes.is_some() {
+        volume_binding::filter(cs, node)?;
+    }
     Ok(())
 }
 
 /// Why a pod fits nowhere: how many nodes there were and how often each reason was given.
-/// Displays as upstream's `FitError` with the default preemption's post-filter message appended
-/// (tandem does not preempt, which is what upstream reports when no lower-priority victims exist).
+/// Displays as upstream's `FitError` with the default preemption's post-filter message appended:
+/// the outcome of [`crate::preemption`] once the scheduling loop has run it
+/// ([`FitError::post_filter`]), else the summary upstream gives when no node has lower-priority
+/// victims (what a framework-only caller such as the benchmark reports).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FitError {
     pub num_all_nodes: usize,
@@ -218,6 +232,13 @@ pub struct FitError {
     pub resolvable_nodes: usize,
     /// `spec.preemptionPolicy: Never`.
     pub preemption_never: bool,
+    /// Positions (in [`Snapshot::nodes`] of the snapshot scheduled against) of the nodes whose
+    /// rejection was `Unschedulable`: where preemption might help (upstream
+    /// `NodesForStatusCode(Unschedulable)`).
+    pub potential_nodes: Vec<usize>,
+    /// The preemption outcome (upstream's `PostFilterMsg` without its `preemption: ` prefix),
+    /// once preemption has run; empty for no message.
+    pub post_filter: Option<String>,
 }
 
 fn histogram(counts: impl IntoIterator<Item = (String, usize)>) -> String {
@@ -243,6 +264,12 @@ impl fmt::Display for FitError {
             "0/{n} nodes are available: {}.",
             histogram(self.reasons.iter().map(|(r, c)| (r.clone(), *c)))
         )?;
+        if let Some(msg) = &self.post_filter {
+            if !msg.is_empty() {
+                write!(f, " preemption: {msg}")?;
+            }
+            return Ok(());
+        }
         if self.preemption_never {
             return f.write_str(" preemption: not eligible due to preemptionPolicy=Never.");
         }
@@ -418,7 +445,7 @@ impl Framework {
                 ..FitError::default()
             };
             // Remembered rejections skipped their reasons; every node failed, so ask them all.
-            for node in nodes {
+            for (i, node) in nodes.iter().enumerate() {
                 let Err(r) = run_filters(&cs, node, os_placement) else {
                     continue;
                 };
@@ -426,7 +453,10 @@ impl Framework {
                     *err.reasons.entry(reason).or_insert(0) += 1;
                 }
                 match r.code() {
-                    Code::Unschedulable => err.resolvable_nodes += 1,
+                    Code::Unschedulable => {
+                        err.resolvable_nodes += 1;
+                        err.potential_nodes.push(i);
+                    }
                     Code::UnschedulableAndUnresolvable => err.unresolvable_nodes += 1,
                 }
             }
@@ -445,6 +475,16 @@ impl Framework {
         };
         self.feasible = feasible;
         Ok(placement)
+    }
+
+    /// Whether `pod` passes every filter on the node named `node` (upstream
+    /// `evaluateNominatedNode`: a pod nominated by preemption tries its nominated node first).
+    pub fn fits_node(&self, snapshot: &Snapshot, pod: &Pod, node: &str) -> bool {
+        let Some(info) = snapshot.node(node) else {
+            return false;
+        };
+        let cs = CycleState::new(pod, snapshot, self.options.os_placement);
+        run_filters(&cs, info, self.options.os_placement).is_ok()
     }
 
     /// Scores every feasible node (upstream `prioritizeNodes`) and picks the best (`selectHost`).

@@ -1,6 +1,7 @@
 //! The tandem scheduler: upstream kube-scheduler's filter/score framework and default plugins
 //! over an in-memory [`Snapshot`], tandem's OS and Windows-build placement on top, and the loop
-//! ([`run`]) that watches pods and nodes through the API, binds pods and explains refusals.
+//! ([`run`]) that watches pods and nodes through the API, binds pods, preempts pods of lower
+//! priority ([`preemption`]) and explains refusals.
 //!
 //! The framework ([`framework`], [`plugins`], [`snapshot`]) is pure and unit-tested; only
 //! [`scheduler`] (the loop) and [`bench`] do I/O, through kube-rs.
@@ -10,6 +11,7 @@ pub mod framework;
 pub mod labels;
 pub mod os;
 pub mod plugins;
+pub mod preemption;
 pub mod queue;
 pub mod resources;
 pub mod scheduler;

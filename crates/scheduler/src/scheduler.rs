@@ -2,10 +2,14 @@
 //! pods that are ours, schedule them one at a time against the in-memory [`Snapshot`] (which
 //! assumes each placement at once, before the binding is confirmed — upstream's assume cache),
 //! bind through `pods/binding` with a bounded number of bindings in flight, and explain failures
-//! with a `PodScheduled=False` condition and a `FailedScheduling` event.
+//! with a `PodScheduled=False` condition and a `FailedScheduling` event. A pod that fits nowhere
+//! preempts pods of lower priority ([`crate::preemption`]): it is nominated to the chosen node
+//! (`status.nominatedNodeName`), the victims get a `DisruptionTarget` condition, are deleted and
+//! get a `Preempted` event, and later cycles keep the nominated room for it.
 //!
 //! Mirrors upstream `pkg/scheduler/schedule_one.go` (`ScheduleOne`, `assume`, `bind`,
-//! `handleSchedulingFailure`) and `pkg/scheduler/eventhandlers.go`.
+//! `handleSchedulingFailure`), `pkg/scheduler/eventhandlers.go`, the nominator of
+//! `pkg/scheduler/backend/queue` and the evaluator's `prepareCandidate` / `PreemptPod`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -14,15 +18,18 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::time::Instant;
 
-use crate::framework::{FitError, Framework, FrameworkOptions, TieBreak};
+use crate::framework::{FitError, Framework, FrameworkOptions, Placement, TieBreak};
+use crate::plugins::volume_binding;
+use crate::preemption::{self, Candidate, Nominator, NotPreempting, Pdb, Preemptor};
 use crate::queue::SchedulingQueue;
-use crate::snapshot::{NodeChange, PodInfo, PodKey, Snapshot, pod_key};
+use crate::snapshot::{NodeChange, PodInfo, PodKey, Snapshot, pod_key, pod_priority};
 
 /// The scheduler name upstream's kube-scheduler answers to, and tandem's by default.
 pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
@@ -84,6 +91,20 @@ impl SchedulerOptions {
 enum Input {
     Pod(Box<watcher::Event<Pod>>),
     Node(Box<watcher::Event<Node>>),
+    Pdb(Box<watcher::Event<PodDisruptionBudget>>),
+    Storage(volume_binding::StorageEvent),
+}
+
+/// What a scheduling failure does to the pod's `status.nominatedNodeName` (upstream
+/// `NominatingInfo`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Nomination {
+    /// Leave it as it is.
+    Keep,
+    /// Nominate the pod to this node.
+    Set(String),
+    /// Preemption found no node: clear any nomination.
+    Clear,
 }
 
 struct BindOutcome {
@@ -180,15 +201,30 @@ async fn run_inner(
 ) {
     let (input_tx, input_rx) = mpsc::unbounded_channel();
     let (event_tx, event_rx) = mpsc::channel(options.max_queued_events.max(1));
+    // Claims, volumes and storage classes, for VolumeBinding.
+    let _storage = AbortOnDrop(volume_binding::watch(
+        client.clone(),
+        input_tx.clone(),
+        Input::Storage,
+    ));
     let _helpers = AbortOnDrop(vec![
         tokio::spawn(forward(
             Api::<Pod>::all(client.clone()),
             input_tx.clone(),
             |e| Input::Pod(Box::new(e)),
         )),
-        tokio::spawn(forward(Api::<Node>::all(client.clone()), input_tx, |e| {
-            Input::Node(Box::new(e))
-        })),
+        tokio::spawn(forward(
+            Api::<Node>::all(client.clone()),
+            input_tx.clone(),
+            |e| Input::Node(Box::new(e)),
+        )),
+        // Budgets only steer the choice of preemption victims: until they are listed (or when
+        // the API does not serve them) preemption goes ahead without them.
+        tokio::spawn(forward(
+            Api::<PodDisruptionBudget>::all(client.clone()),
+            input_tx,
+            |e| Input::Pdb(Box::new(e)),
+        )),
         tokio::spawn(write_events(
             client.clone(),
             Arc::from(options.scheduler_name.as_str()),
@@ -248,6 +284,13 @@ struct Loop {
     failure_slots: Arc<Semaphore>,
     ready: Option<watch::Sender<bool>>,
     stats: Arc<Stats>,
+    /// Pending pods nominated to nodes by preemption.
+    nominator: Nominator,
+    /// PodDisruptionBudgets by `namespace/name`.
+    pdbs: HashMap<String, Pdb>,
+    pdb_relist: Option<HashMap<String, Pdb>>,
+    /// Rotates where preemption starts looking.
+    preempt_offset: usize,
 }
 
 impl Loop {
@@ -277,6 +320,10 @@ impl Loop {
             failure_slots: Arc::new(Semaphore::new(16)),
             ready: None,
             stats,
+            nominator: Nominator::default(),
+            pdbs: HashMap::new(),
+            pdb_relist: None,
+            preempt_offset: 0,
         }
     }
 
@@ -345,6 +392,41 @@ impl Loop {
         match input {
             Input::Pod(e) => self.on_pod_event(*e, now),
             Input::Node(e) => self.on_node_event(*e, now),
+            Input::Pdb(e) => self.on_pdb_event(*e),
+            Input::Storage(e) => {
+                if self.snapshot.volumes_mut().apply(e) {
+                    self.queue.cluster_changed(now);
+                }
+            }
+        }
+    }
+
+    fn on_pdb_event(&mut self, event: watcher::Event<PodDisruptionBudget>) {
+        let key = |p: &PodDisruptionBudget| {
+            format!(
+                "{}/{}",
+                p.metadata.namespace.as_deref().unwrap_or_default(),
+                p.metadata.name.as_deref().unwrap_or_default()
+            )
+        };
+        match event {
+            watcher::Event::Apply(p) => {
+                self.pdbs.insert(key(&p), Pdb::new(&p));
+            }
+            watcher::Event::Delete(p) => {
+                self.pdbs.remove(&key(&p));
+            }
+            watcher::Event::Init => self.pdb_relist = Some(HashMap::new()),
+            watcher::Event::InitApply(p) => {
+                if let Some(list) = self.pdb_relist.as_mut() {
+                    list.insert(key(&p), Pdb::new(&p));
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(list) = self.pdb_relist.take() {
+                    self.pdbs = list;
+                }
+            }
         }
     }
 
@@ -433,6 +515,7 @@ impl Loop {
             self.pending.remove(&key);
             self.queue.remove(&key);
             self.assumed.remove(&key);
+            self.nominator.remove(&key);
             if terminal {
                 if self.snapshot.remove_pod(&key).is_some() {
                     self.queue.cluster_changed(now);
@@ -449,9 +532,20 @@ impl Loop {
         if pod.metadata.deletion_timestamp.is_some() || terminal || !self.responsible(&pod) {
             self.pending.remove(&key);
             self.queue.remove(&key);
+            self.nominator.remove(&key);
             return;
         }
-        let priority = pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
+        let priority = pod_priority(&pod);
+        // A nomination seen on the pod (set by this scheduler, perhaps before a restart). An
+        // absent one does not clear ours: the watch may still be behind our own status patch.
+        if let Some(node) = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.as_deref())
+            .filter(|n| !n.is_empty())
+        {
+            self.nominator.nominate(&pod, node);
+        }
         let pod = Arc::new(pod);
         match self.pending.insert(key.clone(), pod.clone()) {
             None => self.queue.add(key, priority),
@@ -467,6 +561,7 @@ impl Loop {
         self.pending.remove(key);
         self.queue.remove(key);
         self.assumed.remove(key);
+        self.nominator.remove(key);
         if self.snapshot.remove_pod(key).is_some() {
             self.queue.cluster_changed(now);
         }
@@ -477,8 +572,30 @@ impl Loop {
             self.queue.remove(&key);
             return;
         };
-        match self.framework.schedule(&self.snapshot, &pod) {
+        let priority = pod_priority(&pod);
+        // Pods nominated elsewhere by preemption hold their room against pods of their priority
+        // or lower: count them as placed for this attempt.
+        let held = self.nominator.hold(&mut self.snapshot, &key, priority);
+        let nominated = self.nominator.node_of(&key).map(str::to_string);
+        let result = match nominated
+            .as_deref()
+            .filter(|n| self.framework.fits_node(&self.snapshot, &pod, n))
+        {
+            Some(node) => Ok(Placement {
+                node: node.to_string(),
+                evaluated_nodes: 1,
+                feasible_nodes: 1,
+            }),
+            None => self.framework.schedule(&self.snapshot, &pod),
+        };
+        let result = result.map_err(|mut fit| {
+            let outcome = self.preempt(&pod, nominated.as_deref(), &mut fit);
+            (fit, outcome)
+        });
+        Nominator::release(&mut self.snapshot, &held);
+        match result {
             Ok(placement) => {
+                self.nominator.remove(&key);
                 self.snapshot
                     .add_pod(Arc::new(PodInfo::new(&pod, &placement.node)));
                 self.pending.remove(&key);
@@ -487,18 +604,124 @@ impl Loop {
                 self.in_flight += 1;
                 tokio::spawn(bind(
                     self.client.clone(),
+                    volume_binding::claims_to_bind(self.snapshot.volumes(), &pod),
                     pod,
                     key,
                     placement.node,
                     self.bind_tx.clone(),
                 ));
             }
-            Err(fit) => {
+            Err((fit, outcome)) => {
                 tracing::debug!(pod = %key, reason = %fit, "pod is unschedulable");
+                let nomination = match outcome {
+                    Some(Ok(candidate)) => {
+                        let node = candidate.node.clone();
+                        self.nominate(&key, &pod, candidate, now);
+                        Nomination::Set(node)
+                    }
+                    Some(Err(NotPreempting::NoCandidates(_))) => {
+                        self.nominator.remove(&key);
+                        Nomination::Clear
+                    }
+                    Some(Err(NotPreempting::NotEligible(_))) | None => Nomination::Keep,
+                };
                 self.queue.unschedulable(key, now);
-                self.report_unschedulable(pod, &fit);
+                self.report_unschedulable(pod, &fit, nomination);
             }
         }
+    }
+
+    /// Runs preemption for a pod that fits nowhere (upstream's PostFilter) and records its
+    /// outcome in `fit`'s message. `None` when there are no nodes (upstream does not run
+    /// PostFilter plugins then).
+    fn preempt(
+        &mut self,
+        pod: &Pod,
+        nominated: Option<&str>,
+        fit: &mut FitError,
+    ) -> Option<Result<Candidate, NotPreempting>> {
+        if fit.num_all_nodes == 0 {
+            return None;
+        }
+        let pdbs: Vec<Pdb> = self.pdbs.values().cloned().collect();
+        self.preempt_offset = self.preempt_offset.wrapping_add(1);
+        let preemptor = Preemptor {
+            pod,
+            nominated,
+            fit,
+        };
+        let outcome = preemption::preempt(
+            &self.snapshot,
+            preemptor,
+            &pdbs,
+            self.framework.options().os_placement,
+            self.preempt_offset,
+        );
+        fit.post_filter = Some(match &outcome {
+            Ok(c) => c.message(),
+            Err(e) => e.message().to_string(),
+        });
+        Some(outcome)
+    }
+
+    /// Nominates `pod` to the candidate's node and preempts its victims (upstream
+    /// `prepareCandidate`): lower-priority pods nominated to that node lose their nomination,
+    /// and each victim not already terminating gets the `DisruptionTarget` condition, is
+    /// deleted and gets a `Preempted` event.
+    fn nominate(&mut self, key: &PodKey, pod: &Arc<Pod>, candidate: Candidate, now: Instant) {
+        let priority = pod_priority(pod);
+        for k in self.nominator.displace(key, &candidate.node, priority) {
+            self.queue.update(&k, now);
+            if let Some(p) = self.pending.get(&k).cloned() {
+                let (client, slots) = (self.client.clone(), self.failure_slots.clone());
+                tokio::spawn(async move {
+                    let Ok(_permit) = slots.acquire_owned().await else {
+                        return;
+                    };
+                    let patch = json!({"status": {"nominatedNodeName": null}});
+                    if let Err(e) = patch_pod_status(client, &p, &Patch::Merge(&patch)).await {
+                        tracing::debug!(error = %e, "could not clear a nominatedNodeName");
+                    }
+                });
+            }
+        }
+        self.nominator.nominate(pod, &candidate.node);
+        let scheduler = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.clone())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| self.options.scheduler_name.clone());
+        let preemptor_uid = pod.metadata.uid.clone().unwrap_or_default();
+        let victims: Vec<Arc<PodInfo>> = candidate
+            .victims
+            .into_iter()
+            .filter(|v| !v.terminating)
+            .collect();
+        let (client, events, stats) = (
+            self.client.clone(),
+            self.event_tx.clone(),
+            self.stats.clone(),
+        );
+        let node = candidate.node;
+        tokio::spawn(async move {
+            for victim in victims {
+                let deleted = preempt_victim(client.clone(), &victim, &scheduler).await;
+                if !deleted {
+                    continue;
+                }
+                let req = EventRequest {
+                    pod: Arc::new(victim_ref(&victim)),
+                    type_: "Normal",
+                    reason: "Preempted",
+                    action: "Preempting",
+                    message: format!("Preempted by pod {preemptor_uid} on node {node}"),
+                };
+                if events.try_send(req).is_err() {
+                    stats.events_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
     }
 
     fn on_bound(&mut self, outcome: BindOutcome, now: Instant) {
@@ -566,9 +789,10 @@ impl Loop {
         }
     }
 
-    /// Sets `PodScheduled=False` (reason `Unschedulable`) when it changed, and records a
-    /// `FailedScheduling` event (upstream `handleSchedulingFailure` and `updatePod`).
-    fn report_unschedulable(&self, pod: Arc<Pod>, fit: &FitError) {
+    /// Sets `PodScheduled=False` (reason `Unschedulable`) and the nomination when they changed,
+    /// and records a `FailedScheduling` event (upstream `handleSchedulingFailure` and
+    /// `updatePod`).
+    fn report_unschedulable(&self, pod: Arc<Pod>, fit: &FitError, nomination: Nomination) {
         let message = fit.to_string();
         self.emit(
             pod.clone(),
@@ -583,12 +807,22 @@ impl Loop {
             .and_then(|s| s.conditions.clone())
             .unwrap_or_default();
         let current = conditions.iter().find(|c| c.type_ == "PodScheduled");
-        let unchanged = current.is_some_and(|c| {
+        let condition_unchanged = current.is_some_and(|c| {
             c.status == "False"
                 && c.reason.as_deref() == Some("Unschedulable")
                 && c.message.as_deref() == Some(&message)
         });
-        if unchanged {
+        let nominated_now = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.as_deref())
+            .filter(|n| !n.is_empty());
+        let nominated_node = match &nomination {
+            Nomination::Set(n) if nominated_now != Some(n.as_str()) => Some(json!(n)),
+            Nomination::Clear if nominated_now.is_some() => Some(serde_json::Value::Null),
+            _ => None,
+        };
+        if condition_unchanged && nominated_node.is_none() {
             return;
         }
         let mut list: Vec<serde_json::Value> = conditions
@@ -604,26 +838,79 @@ impl Loop {
             "lastProbeTime": null,
             "lastTransitionTime": tandem_core::time::now_rfc3339(),
         }));
-        let patch = json!({"status": {"conditions": list}});
+        let mut patch = json!({"status": {"conditions": list}});
+        if let Some(n) = nominated_node {
+            patch["status"]["nominatedNodeName"] = n;
+        }
         let (client, slots) = (self.client.clone(), self.failure_slots.clone());
         tokio::spawn(async move {
             let Ok(_permit) = slots.acquire_owned().await else {
                 return;
             };
-            let (Some(ns), Some(name)) = (
-                pod.metadata.namespace.as_deref(),
-                pod.metadata.name.as_deref(),
-            ) else {
-                return;
-            };
-            let api: Api<Pod> = Api::namespaced(client, ns);
-            if let Err(e) = api
-                .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                tracing::debug!(pod = %name, error = %e, "could not set the PodScheduled condition");
+            if let Err(e) = patch_pod_status(client, &pod, &Patch::Merge(&patch)).await {
+                tracing::debug!(error = %e, "could not set the PodScheduled condition");
             }
         });
+    }
+}
+
+/// `PATCH pods/<name>/status`.
+async fn patch_pod_status(
+    client: kube::Client,
+    pod: &Pod,
+    patch: &Patch<&serde_json::Value>,
+) -> Result<(), kube::Error> {
+    let (Some(ns), Some(name)) = (
+        pod.metadata.namespace.as_deref(),
+        pod.metadata.name.as_deref(),
+    ) else {
+        return Ok(());
+    };
+    let api: Api<Pod> = Api::namespaced(client, ns);
+    api.patch_status(name, &PatchParams::default(), patch)
+        .await
+        .map(|_| ())
+}
+
+/// A pod object carrying only what an event about a victim refers to.
+fn victim_ref(victim: &PodInfo) -> Pod {
+    let mut pod = Pod::default();
+    pod.metadata.namespace = Some(victim.namespace.clone());
+    pod.metadata.name = Some(victim.name().to_string());
+    pod.metadata.uid = Some(victim.uid.clone()).filter(|u| !u.is_empty());
+    pod
+}
+
+/// Preempts one victim as upstream's `PreemptPod` does: a `DisruptionTarget` condition (reason
+/// `PreemptionByScheduler`) first, then the deletion (the pod's own grace period). Returns
+/// whether the victim was deleted by this call (false when it was already gone or a call
+/// failed).
+async fn preempt_victim(client: kube::Client, victim: &PodInfo, scheduler: &str) -> bool {
+    let pod = victim_ref(victim);
+    let condition = json!({"status": {"conditions": [{
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "PreemptionByScheduler",
+        "message": format!("{scheduler}: preempting to accommodate a higher priority pod"),
+        "lastProbeTime": null,
+        "lastTransitionTime": tandem_core::time::now_rfc3339(),
+    }]}});
+    let gone = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 404);
+    if let Err(e) = patch_pod_status(client.clone(), &pod, &Patch::Strategic(&condition)).await {
+        if !gone(&e) {
+            tracing::debug!(pod = %victim.key, error = %e, "could not add the DisruptionTarget condition");
+        }
+        return false;
+    }
+    let api: Api<Pod> = Api::namespaced(client, &victim.namespace);
+    match api.delete(victim.name(), &DeleteParams::default()).await {
+        Ok(_) => true,
+        Err(e) => {
+            if !gone(&e) {
+                tracing::debug!(pod = %victim.key, error = %e, "could not delete a preemption victim");
+            }
+            false
+        }
     }
 }
 
@@ -634,15 +921,18 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// `POST pods/<name>/binding` (upstream `DefaultBinder.Bind`).
+/// VolumeBinding's PreBind for the pod's delayed `claims`, then `POST pods/<name>/binding`
+/// (upstream `DefaultBinder.Bind`).
 async fn bind(
     client: kube::Client,
+    claims: Vec<volume_binding::DelayedClaim>,
     pod: Arc<Pod>,
     key: PodKey,
     node: String,
     tx: mpsc::UnboundedSender<BindOutcome>,
 ) {
     let result = async {
+        volume_binding::pre_bind(&client, &claims, &node).await?;
         let pod = &pod;
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         let name = pod.metadata.name.as_deref().unwrap_or_default();

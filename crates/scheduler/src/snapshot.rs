@@ -9,11 +9,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::os::{LABEL_WINDOWS_BUILD, Os, WindowsBuild};
 use crate::plugins::image_locality::normalized_image_name;
 use crate::plugins::inter_pod_affinity::AffinityTerm;
 use crate::plugins::node_ports::HostPort;
+use crate::plugins::volume_binding::VolumeCache;
 use crate::resources::{Resources, allowed_pods, pod_non_zero_requests, pod_requests};
 
 /// `namespace/name`, the identity of a pod in the scheduler.
@@ -45,6 +47,18 @@ pub struct PodInfo {
     pub owner: Option<String>,
     /// Required anti-affinity terms, which constrain pods scheduled after this one.
     pub required_anti_affinity: Vec<AffinityTerm>,
+    /// `spec.priority` (0 when unset, as upstream `corev1helpers.PodPriority`); preemption
+    /// only evicts pods of lower priority.
+    pub priority: i32,
+    /// `status.startTime`, which breaks ties between victims of equal priority (upstream
+    /// `GetPodStartTime`; `None` counts as "now").
+    pub start_time: Option<Time>,
+    /// Being deleted after the scheduler preempted it (`deletionTimestamp` set and a true
+    /// `DisruptionTarget` condition with reason `PreemptionByScheduler`; upstream
+    /// `podTerminatingByPreemption`).
+    pub terminating_by_preemption: bool,
+    /// `deletionTimestamp` is set: preemption does not delete it again.
+    pub terminating: bool,
 }
 
 impl PodInfo {
@@ -78,8 +92,37 @@ impl PodInfo {
             owner: controller_uid(pod),
             required_anti_affinity,
             namespace,
+            priority: pod_priority(pod),
+            start_time: pod.status.as_ref().and_then(|s| s.start_time.clone()),
+            terminating_by_preemption: terminating_by_preemption(pod),
+            terminating: pod.metadata.deletion_timestamp.is_some(),
         }
     }
+
+    /// The pod's name (the part of its key after the namespace).
+    pub fn name(&self) -> &str {
+        self.key
+            .split_once('/')
+            .map_or(self.key.as_str(), |(_, n)| n)
+    }
+}
+
+/// `spec.priority`, 0 when unset (upstream `corev1helpers.PodPriority`).
+pub fn pod_priority(pod: &Pod) -> i32 {
+    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
+}
+
+/// Upstream `podTerminatingByPreemption`: deletion started and the first `DisruptionTarget`
+/// condition is true with reason `PreemptionByScheduler`.
+fn terminating_by_preemption(pod: &Pod) -> bool {
+    if pod.metadata.deletion_timestamp.is_none() {
+        return false;
+    }
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "DisruptionTarget"))
+        .is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler"))
 }
 
 /// The uid of the pod's controller owner reference, if it has one.
@@ -245,12 +288,24 @@ pub struct Snapshot {
     /// Bumped whenever a node is added or removed (positions in `nodes` change) or a node's
     /// scheduling-relevant fields change; answers remembered per node are valid for one value.
     node_generation: u64,
+    /// Claims, volumes and storage classes (VolumeBinding).
+    volumes: VolumeCache,
 }
 
 impl Snapshot {
     /// An empty snapshot.
     pub fn new() -> Snapshot {
         Snapshot::default()
+    }
+
+    /// The claims, volumes and storage classes the scheduler knows.
+    pub fn volumes(&self) -> &VolumeCache {
+        &self.volumes
+    }
+
+    /// The claims, volumes and storage classes, to apply watch events to.
+    pub fn volumes_mut(&mut self) -> &mut VolumeCache {
+        &mut self.volumes
     }
 
     /// Every node, in a stable order (insertion order, with removals swapped in).

@@ -813,6 +813,7 @@ fn fit_error_sorts_reasons_as_strings_like_upstream() {
         unresolvable_nodes: 2,
         resolvable_nodes: 10,
         preemption_never: false,
+        ..FitError::default()
     };
     assert_eq!(
         err.to_string(),

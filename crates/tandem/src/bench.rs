@@ -36,6 +36,12 @@ pub enum BenchCommand {
     /// API; EndpointSlice change -> nftables rule in place at 1,000 and N Services, then DNS
     /// queries/s and latency from a loopback client.
     Services(crate::bench_services::ServicesBench),
+    /// NetworkPolicy enforcement: with 1,000 policies, the time from a policy change to the
+    /// node's nftables table applied (model, text, `nft -f` in a private network namespace).
+    Netpol(crate::bench_netpol::NetpolBench),
+    /// Ingress controller: HTTP requests/s and latency through the ingress next to the same
+    /// requests straight to the backends (stand-ins on loopback), new connections and kept-alive.
+    Ingress(crate::bench_ingress::IngressBench),
 }
 
 #[derive(Args)]
@@ -121,6 +127,8 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Api(b) => api(b).await,
         BenchCommand::Startup(b) => crate::bench_startup::run(b).await,
         BenchCommand::Services(b) => crate::bench_services::run(b).await,
+        BenchCommand::Netpol(b) => crate::bench_netpol::run(b).await,
+        BenchCommand::Ingress(b) => crate::bench_ingress::run(b).await,
         BenchCommand::Scheduler(b) => {
             let (dir, _server, _client) = bench_server().await?;
             let kubeconfig = dir.path().join("kubeconfig");

@@ -127,6 +127,11 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
         controllers_client.clone(),
         tandem_core::registry::Registry::builtin(),
     );
+    // The default StorageClass `local-path` is an add-on the installer creates (k3s' local-storage
+    // manifest); the controllers provision its volumes.
+    tokio::spawn(tandem_controllers::local_path::install_default_class(
+        client.clone(),
+    ));
     tokio::spawn(tandem_controllers::root_ca_publisher::run(
         controllers_client.clone(),
         server.pki.ca_pem.clone(),
@@ -469,7 +474,13 @@ async fn start_node_network(
             crate::node_network::Clients::all(client)
         }
     };
-    let network = crate::node_network::NodeNetwork::start(clients, &settings).await;
+    // The ingress controller runs as the installer (the admin): there is no bootstrap role
+    // for it yet.
+    let ingress_client = clients.installer.clone();
+    let mut network = crate::node_network::NodeNetwork::start(clients, &settings).await;
+    network
+        .start_ingress(ingress_client, &node.name, &up.ingress)
+        .await;
     if network.proxy.is_some() {
         node.labels.insert(
             tandem_controllers::service_lb::SERVICE_PROXY_LABEL.to_string(),
@@ -654,6 +665,8 @@ pub struct AgentArgs {
     /// default: this host's /etc/resolv.conf.
     #[arg(long)]
     pub dns_upstream: Option<String>,
+    #[command(flatten)]
+    pub ingress: crate::node_network::IngressArgs,
 }
 
 /// Joins the cluster at `server` with a join token: the CA is pinned from the token, the
@@ -824,11 +837,13 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
                 bridge: ctrd.bridge_name().to_string(),
                 gateway: ctrd.gateway(),
             };
-            let net = crate::node_network::NodeNetwork::start(
+            let mut net = crate::node_network::NodeNetwork::start(
                 crate::node_network::Clients::all(client.clone()),
                 &settings,
             )
             .await;
+            net.start_ingress(client.clone(), &node.name, &args.ingress)
+                .await;
             if net.proxy.is_some() {
                 node.labels.insert(
                     tandem_controllers::service_lb::SERVICE_PROXY_LABEL.to_string(),

@@ -2,6 +2,8 @@
 //! cluster in one process (`up`), offline manifest checks (`check`) and benchmarks (`bench`).
 
 mod bench;
+mod bench_ingress;
+mod bench_netpol;
 mod bench_nodes_net;
 mod bench_rbac;
 mod bench_services;
@@ -123,6 +125,8 @@ pub struct UpArgs {
     /// stand-in answering their ports (needs root; without it they stay unreachable).
     #[arg(long, value_enum, default_value_t = Toggle::On)]
     pub emulated_pod_network: Toggle,
+    #[command(flatten)]
+    pub ingress: node_network::IngressArgs,
 }
 
 /// `on` or `off`.

@@ -1,5 +1,7 @@
 //! What runs beside the node on real containers so that Services carry traffic: the service
-//! proxy (nftables, as kube-proxy) and the cluster DNS server, both fed by the API's watches.
+//! proxy (nftables, as kube-proxy) and the cluster DNS server, both fed by the API's watches,
+//! and the ingress controller (`tandem_ingress`) serving the `tandem` IngressClass on the
+//! node's HTTP and HTTPS ports.
 //!
 //! The DNS server listens on the pods' gateway (the bridge address, which tandem creates with the
 //! node's containerd) and is published as `kube-system/kube-dns` on the cluster DNS address; the
@@ -27,10 +29,41 @@ pub struct NetworkSettings {
     pub gateway: Ipv4Addr,
 }
 
+/// Flags of the ingress controller (`tandem up`, `tandem agent --container-runtime cri`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct IngressArgs {
+    /// Run the built-in ingress controller (IngressClass `tandem`, the default class) on the
+    /// node with real containers; `--ingress=false` turns it off.
+    #[arg(
+        long = "ingress",
+        id = "ingress",
+        value_name = "BOOL",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub enabled: bool,
+    /// The ingress controller's HTTP port.
+    #[arg(long, default_value_t = 80)]
+    pub ingress_http_port: u16,
+    /// The ingress controller's HTTPS port.
+    #[arg(long, default_value_t = 443)]
+    pub ingress_https_port: u16,
+    /// The address the ingress controller listens on (all IPv4 addresses by default, as a
+    /// hostPort).
+    #[arg(long, default_value = "0.0.0.0")]
+    pub ingress_bind_address: IpAddr,
+}
+
 /// The running proxy and DNS server of a node (each may be missing, with the reason said).
 pub struct NodeNetwork {
     pub proxy: Option<ServiceProxy>,
     pub dns: Option<tandem_dns::DnsServer>,
+    /// NetworkPolicy enforcement for the node's pods (`tandem_proxy::netpol`), beside the proxy.
+    pub netpol: Option<tandem_proxy::netpol::NetworkPolicyController>,
+    /// The ingress controller, once [`NodeNetwork::start_ingress`] started it.
+    pub ingress: Option<tandem_ingress::IngressController>,
     /// One line per component for the start-up banner.
     pub summary: Vec<String>,
     /// The cluster DNS Service's address, when the DNS server runs.
@@ -76,6 +109,12 @@ impl NodeNetwork {
                 None
             }
         };
+        let netpol = match &proxy {
+            // Pods, Namespaces and NetworkPolicies cluster-wide: the installer's client (there
+            // is no bootstrap role for a policy agent yet).
+            Some(_) => start_netpol(clients.installer.clone(), s, &mut summary).await,
+            None => None,
+        };
         let dns = match start_dns(clients.dns, clients.installer, s).await {
             Ok(d) => {
                 let at = d
@@ -109,8 +148,45 @@ impl NodeNetwork {
         NodeNetwork {
             proxy,
             dns,
+            netpol,
+            ingress: None,
             summary,
             cluster_dns: s.cluster_dns,
+        }
+    }
+
+    /// Starts the ingress controller of `node_name` as `args` say (nothing when turned off);
+    /// failing to (a port taken) leaves the node running without it, and the summary says why.
+    pub async fn start_ingress(
+        &mut self,
+        client: kube::Client,
+        node_name: &str,
+        args: &IngressArgs,
+    ) {
+        if !args.enabled {
+            self.summary
+                .push("ingress controller: off (--ingress=false)".to_string());
+            return;
+        }
+        let config = tandem_ingress::IngressConfig::new(
+            node_name,
+            SocketAddr::new(args.ingress_bind_address, args.ingress_http_port),
+            SocketAddr::new(args.ingress_bind_address, args.ingress_https_port),
+        );
+        match tandem_ingress::IngressController::start(client, config).await {
+            Ok(c) => {
+                self.summary.push(format!(
+                    "ingress controller: IngressClass {} (default) on http://{} and https://{}",
+                    tandem_ingress::CLASS_NAME,
+                    c.http_addr(),
+                    c.https_addr()
+                ));
+                self.ingress = Some(c);
+            }
+            Err(e) => self.summary.push(format!(
+                "ingress controller: not running — {:#}",
+                anyhow::Error::from(e)
+            )),
         }
     }
 
@@ -119,9 +195,16 @@ impl NodeNetwork {
         self.dns.is_some().then_some(self.cluster_dns)
     }
 
-    /// Stops both; the proxy deletes its table.
+    /// Stops them all; the proxy deletes its table, the ingress controller takes its address
+    /// out of the Ingresses' status.
     pub async fn shutdown(self) {
+        if let Some(i) = self.ingress {
+            i.shutdown().await;
+        }
         drop(self.dns);
+        if let Some(n) = self.netpol {
+            n.shutdown().await;
+        }
         if let Some(p) = self.proxy {
             p.shutdown().await;
         }
@@ -145,6 +228,29 @@ async fn start_proxy(client: kube::Client, s: &NetworkSettings) -> anyhow::Resul
         windows: None,
     };
     Ok(ServiceProxy::start(client, config).await?)
+}
+
+/// Starts NetworkPolicy enforcement for the node's pods; its summary line names the table.
+async fn start_netpol(
+    client: kube::Client,
+    s: &NetworkSettings,
+    summary: &mut Vec<String>,
+) -> Option<tandem_proxy::netpol::NetworkPolicyController> {
+    use tandem_proxy::netpol::{NetpolConfig, NetworkPolicyController};
+    let config = NetpolConfig::for_node(&s.node_name, &s.bridge);
+    match NetworkPolicyController::start(client, config).await {
+        Ok(c) => {
+            summary.push(format!(
+                "network policy: nftables table inet {} (NetworkPolicy enforced for this node's pods)",
+                c.table()
+            ));
+            Some(c)
+        }
+        Err(e) => {
+            summary.push(format!("network policy: not enforced — {e}"));
+            None
+        }
+    }
 }
 
 async fn start_dns(

@@ -14,14 +14,20 @@
 //! | [`runtime_class`] | the `RuntimeClass` admission plugin (`setOverhead`, `setScheduling`, `validateOverhead`) |
 //! | [`tolerations`] | `pkg/util/tolerations/merge.DoTolerationsMerge` |
 //! | [`gmsa`] | the `kubernetes-sigs/windows-gmsa` admission webhook, built in |
+//! | [`default_storage_class`] | the `DefaultStorageClass` admission plugin (run by the API server, which lists the StorageClasses) |
 //! | [`default_tolerations`] | the `DefaultTolerationSeconds` admission plugin |
+//! | [`priority`] | the `Priority` admission plugin (run by the API server, which looks up the PriorityClasses) |
 //! | [`service_account`] | the `ServiceAccount` admission plugin's pod mutation (run by the API server, which looks up the account) |
+//! | [`limit_ranger`] | the `LimitRanger` admission plugin (run by the API server, which looks up the LimitRanges) |
 //! | [`warnings`] | beyond upstream: fields the API accepts but Windows nodes cannot honour |
 
+pub mod default_storage_class;
 pub mod default_tolerations;
 pub mod gmsa;
 pub mod host_process;
+pub mod limit_ranger;
 pub mod pod_os;
+pub mod priority;
 pub mod runtime_class;
 pub mod service_account;
 pub mod tolerations;

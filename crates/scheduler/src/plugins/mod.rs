@@ -13,3 +13,4 @@ pub mod os_placement;
 pub mod pod_topology_spread;
 pub mod selector_spread;
 pub mod taint_toleration;
+pub mod volume_binding;
