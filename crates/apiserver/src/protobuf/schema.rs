@@ -286,9 +286,16 @@ fn build() -> Schema {
             .map(|(i, f)| (f.def.tag, i))
             .collect();
         by_package_name.insert((def.package.to_string(), def.name.to_ascii_lowercase()), i);
+        // A message whose only field is `items` is a named Go slice (`ExtraValue`, `Verbs`),
+        // a plain array in JSON, unless its definition is an object with an `items` property
+        // (`DownwardAPIProjection`).
+        let special = match special(def) {
+            Special::Items if properties.contains_key("items") => Special::None,
+            other => other,
+        };
         messages.push(Message {
             def,
-            special: special(def),
+            special,
             fields,
             by_tag,
         });

@@ -449,3 +449,35 @@ fn inlined_structs_sit_in_their_parents_json() {
         .expect("encodes");
     assert_eq!(decode(&bytes).expect("decodes"), ingress);
 }
+
+#[test]
+fn a_pod_with_the_service_account_volume_encodes() {
+    // Every pod gets a projected volume whose `downwardAPI` holds `items`: an object with an
+    // `items` list, not a named slice such as `ExtraValue`.
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "i"}],
+                 "volumes": [{"name": "kube-api-access", "projected": {
+                     "defaultMode": 420,
+                     "sources": [
+                         {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                         {"downwardAPI": {"items": [{"path": "namespace",
+                             "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}}]},
+    });
+    let bytes = encode(&pod).expect("Pod has a message").expect("encodes");
+    let (_, raw) = unwrap_envelope(&bytes);
+    let p = core::Pod::decode(raw.as_slice()).expect("prost decodes");
+    let projected = p.spec.expect("spec").volumes[0]
+        .volume_source
+        .as_ref()
+        .and_then(|s| s.projected.clone())
+        .expect("projected");
+    let items = &projected.sources[1]
+        .downward_api
+        .as_ref()
+        .expect("downwardAPI")
+        .items;
+    assert_eq!(items[0].path.as_deref(), Some("namespace"));
+    assert_eq!(decode(&bytes).expect("decodes"), pod);
+}
