@@ -195,6 +195,10 @@ struct Track {
     /// The image the container runs, as the spec named it when the worker started.
     image: String,
     is_init: bool,
+    /// An ephemeral container's spec (as a `Container`; `kubectl debug` adds them to a running
+    /// pod). Kept here because an ephemeral container is not in the pod's `containers`; it is
+    /// started once in the pod's sandbox and never restarted.
+    ephemeral: Option<Box<Container>>,
     /// A restartable init container (`restartPolicy: Always`): a sidecar.
     sidecar: bool,
     state: CState,
@@ -216,6 +220,7 @@ impl Track {
             name: container.name.clone(),
             image: container.image.clone().unwrap_or_default(),
             is_init,
+            ephemeral: None,
             sidecar,
             state: CState::Waiting {
                 reason: waiting_reason.to_string(),
@@ -238,8 +243,19 @@ impl Track {
         &self.name
     }
 
+    fn is_ephemeral(&self) -> bool {
+        self.ephemeral.is_some()
+    }
+
+    /// A regular container (neither init nor ephemeral): what the pod phase and readiness count.
+    fn is_regular(&self) -> bool {
+        !self.is_init && !self.is_ephemeral()
+    }
+
     fn field_path(&self) -> String {
-        if self.is_init {
+        if self.is_ephemeral() {
+            format!("spec.ephemeralContainers{{{}}}", self.name)
+        } else if self.is_init {
             format!("spec.initContainers{{{}}}", self.name)
         } else {
             format!("spec.containers{{{}}}", self.name)
@@ -266,6 +282,45 @@ fn spec_container<'a>(pod: &'a Pod, is_init: bool, name: &str) -> &'a Container 
         .flatten()
         .find(|c| c.name == name)
         .unwrap_or(&NONE)
+}
+
+/// A track's container spec: its ephemeral container's, or the pod's container of that name.
+fn track_spec<'a>(pod: &'a Pod, t: &'a Track) -> &'a Container {
+    match &t.ephemeral {
+        Some(c) => c,
+        None => spec_container(pod, t.is_init, &t.name),
+    }
+}
+
+/// An `EphemeralContainer` as the `Container` the runtime creates (the same fields, less
+/// `targetContainerName`, which the runtime reads from the pod).
+fn ephemeral_as_container(ec: &k8s_openapi::api::core::v1::EphemeralContainer) -> Container {
+    let mut v = serde_json::to_value(ec).unwrap_or_default();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("targetContainerName");
+    }
+    serde_json::from_value(v).unwrap_or_else(|_| Container {
+        name: ec.name.clone(),
+        image: ec.image.clone(),
+        ..Container::default()
+    })
+}
+
+/// Tracks for the pod's ephemeral containers that `tracks` does not have yet, in spec order.
+fn new_ephemeral_tracks(pod: &Pod, tracks: &[Track]) -> Vec<Track> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.ephemeral_containers.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .filter(|ec| !tracks.iter().any(|t| t.name == ec.name))
+        .map(|ec| {
+            let c = ephemeral_as_container(ec);
+            let mut t = Track::new(&c, false, "ContainerCreating");
+            t.ephemeral = Some(Box::new(c));
+            t
+        })
+        .collect()
 }
 
 /// Formats a duration as Go's `time.Duration.String` does for the values the agent reports.
@@ -399,6 +454,8 @@ impl PodWorker {
                 .flat_map(|s| s.containers.iter())
                 .map(|c| Track::new(c, false, waiting)),
         );
+        let ephemeral = new_ephemeral_tracks(&pod, &tracks);
+        tracks.extend(ephemeral);
         let start_time = pod
             .status
             .as_ref()
@@ -471,7 +528,7 @@ impl PodWorker {
                         started_at: latest.started_at.unwrap_or(sandbox.created_at),
                     };
                     t.started = true;
-                    let c = spec_container(&w.pod, t.is_init, &t.name);
+                    let c = track_spec(&w.pod, t).clone();
                     t.ready = c.readiness_probe.is_none()
                         || reported.get(&latest.id).copied().unwrap_or(false);
                     for (kind, p) in [
@@ -511,7 +568,7 @@ impl PodWorker {
             {
                 init_done += 1;
             }
-            if !t.is_init {
+            if t.is_regular() {
                 any_main = true;
             }
         }
@@ -704,6 +761,9 @@ impl PodWorker {
     /// Does everything that is due now.
     pub async fn step(&mut self) {
         let now = Instant::now();
+        // Ephemeral containers added since (`kubectl debug`) join the pod's tracks.
+        let added = new_ephemeral_tracks(&self.pod, &self.tracks);
+        self.tracks.extend(added);
         if let Stage::Sandbox { retry_at, backoff } = self.stage.clone() {
             if retry_at.is_some_and(|r| r > now) {
                 return;
@@ -800,15 +860,16 @@ impl PodWorker {
             }
         }
         if self.stage == Stage::Main {
-            let main: Vec<usize> = self
+            let main: Vec<(usize, bool)> = self
                 .tracks
                 .iter()
                 .enumerate()
                 .filter(|(_, t)| !t.is_init)
-                .map(|(i, _)| i)
+                .map(|(i, t)| (i, t.is_regular()))
                 .collect();
-            for i in main {
-                self.drive(i, true).await;
+            // Ephemeral containers run once in the sandbox: never restarted (upstream kubelet).
+            for (i, restartable) in main {
+                self.drive(i, restartable).await;
             }
             let phase = self.phase();
             if phase == "Succeeded" || phase == "Failed" {
@@ -964,7 +1025,7 @@ impl PodWorker {
         let now = Instant::now();
         let image = self.tracks[i].image();
         let t = &self.tracks[i];
-        let policy = pull_policy(spec_container(&self.pod, t.is_init, &t.name)).to_string();
+        let policy = pull_policy(track_spec(&self.pod, t)).to_string();
         let present = self.ctx.runtime.image_status(&image);
         let retry = |b: Option<Duration>| now + b.unwrap_or(BACKOFF_INITIAL);
         match (policy.as_str(), present) {
@@ -1046,7 +1107,7 @@ impl PodWorker {
         };
         let attempt = u32::try_from(self.tracks[i].restart_count).unwrap_or(0);
         let t = &self.tracks[i];
-        let container = spec_container(&self.pod, t.is_init, &t.name).clone();
+        let container = track_spec(&self.pod, t).clone();
         let info = match self
             .ctx
             .runtime
@@ -1119,7 +1180,7 @@ impl PodWorker {
         self.event(Some(i), EventType::Normal, "Started", &message)
             .await;
         let t = &mut self.tracks[i];
-        let c = spec_container(&self.pod, t.is_init, &t.name);
+        let c = &container;
         t.ever_ran = true;
         t.state = CState::Running {
             id: info.id.clone(),
@@ -1316,7 +1377,7 @@ impl PodWorker {
         let stops = running.iter().map(|(i, id)| {
             let runtime = runtime.clone();
             let t = &self.tracks[*i];
-            let has_pre_stop = spec_container(&self.pod, t.is_init, &t.name)
+            let has_pre_stop = track_spec(&self.pod, t)
                 .lifecycle
                 .as_ref()
                 .and_then(|l| l.pre_stop.as_ref())
@@ -1384,7 +1445,7 @@ impl PodWorker {
             let all_zero = self
                 .tracks
                 .iter()
-                .filter(|t| !t.is_init)
+                .filter(|t| t.is_regular())
                 .all(|t| matches!(&t.state, CState::Terminated(x) if x.exit_code == 0));
             self.phase_override = Some(if all_zero { "Succeeded" } else { "Failed" }.into());
         }
@@ -1422,7 +1483,7 @@ impl PodWorker {
             return "Pending".into();
         }
         let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
-        for t in self.tracks.iter().filter(|t| !t.is_init) {
+        for t in self.tracks.iter().filter(|t| t.is_regular()) {
             match &t.state {
                 CState::Running { .. } => running += 1,
                 CState::Terminated(term) => {
@@ -1566,7 +1627,7 @@ impl PodWorker {
         let unready: Vec<String> = self
             .tracks
             .iter()
-            .filter(|t| (!t.is_init || t.sidecar) && !t.ready)
+            .filter(|t| (t.is_regular() || t.sidecar) && !t.ready)
             .map(|t| t.name().to_string())
             .collect();
         let mut conditions =
@@ -1620,16 +1681,27 @@ impl PodWorker {
             .filter(|t| t.is_init)
             .map(|t| self.container_status(t))
             .collect();
+        // Upstream reports ephemeral containers never ready.
+        let ephemeral: Vec<ContainerStatus> = self
+            .tracks
+            .iter()
+            .filter(|t| t.is_ephemeral())
+            .map(|t| ContainerStatus {
+                ready: false,
+                ..self.container_status(t)
+            })
+            .collect();
         PodStatus {
             phase: Some(phase),
             conditions: Some(conditions),
             container_statuses: Some(
                 self.tracks
                     .iter()
-                    .filter(|t| !t.is_init)
+                    .filter(|t| t.is_regular())
                     .map(|t| self.container_status(t))
                     .collect(),
             ),
+            ephemeral_container_statuses: (!ephemeral.is_empty()).then_some(ephemeral),
             init_container_statuses: (!init.is_empty()).then_some(init),
             host_ip: Some(self.ctx.host_ip.clone()),
             host_ips: Some(vec![HostIP {

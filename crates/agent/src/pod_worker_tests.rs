@@ -595,3 +595,92 @@ fn go_durations_format_like_go() {
     assert_eq!(go_duration(Duration::from_millis(250)), "250ms");
     assert_eq!(go_duration(Duration::ZERO), "0s");
 }
+
+/// The named ephemeral container's state as `running`, `terminated:<exit code>` or
+/// `waiting:<reason>`, with its restart count and readiness.
+fn ephemeral_state(s: &PodStatus, name: &str) -> Option<(String, i32, bool)> {
+    let cs = s
+        .ephemeral_container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == name)?;
+    let st = cs.state.clone().unwrap_or_default();
+    let text = if let Some(w) = st.waiting {
+        format!("waiting:{}", w.reason.unwrap_or_default())
+    } else if st.running.is_some() {
+        "running".to_string()
+    } else if let Some(t) = st.terminated {
+        format!("terminated:{}", t.exit_code)
+    } else {
+        "unknown".into()
+    };
+    Some((text, cs.restart_count, cs.ready))
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_ephemeral_container_added_to_a_running_pod_runs_once_and_is_never_restarted() {
+    let rec = Arc::new(Recorder::default());
+    let p = simple(
+        serde_json::json!({"emulated.tandem.dev/run-for.dbg": "5s",
+                           "emulated.tandem.dev/exit-code.dbg": "3"}),
+        serde_json::json!({}),
+    );
+    let worker = PodWorker::new(
+        context(NodeOs::Linux, None, rec.clone()),
+        p.clone(),
+        Some("10.244.0.2".into()),
+    );
+    let (tx, rx) = mpsc::channel(8);
+    let handle = tokio::spawn(worker.run(rx));
+    let start = Instant::now();
+    tokio::time::sleep_until(start + Duration::from_secs(2)).await;
+    assert_eq!(rec.last().phase.as_deref(), Some("Running"));
+    assert!(rec.last().ephemeral_container_statuses.is_none());
+
+    // `kubectl debug` adds an ephemeral container through the subresource.
+    let mut debugged = p;
+    debugged.spec.as_mut().expect("spec").ephemeral_containers =
+        Some(vec![k8s_openapi::api::core::v1::EphemeralContainer {
+            name: "dbg".into(),
+            image: Some("busybox:1.36".into()),
+            target_container_name: Some("app".into()),
+            ..Default::default()
+        }]);
+    tx.send(PodUpdate::Changed(Box::new(debugged)))
+        .await
+        .expect("send");
+    tokio::time::sleep_until(start + Duration::from_secs(4)).await;
+    let s = rec.last();
+    assert_eq!(
+        ephemeral_state(&s, "dbg"),
+        Some(("running".into(), 0, false))
+    );
+    // Only the regular container counts for the pod: still Running and ready.
+    assert_eq!(s.phase.as_deref(), Some("Running"));
+    assert_eq!(s.container_statuses.as_ref().map(Vec::len), Some(1));
+    assert!(
+        s.conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    );
+
+    // It exits with 3 and stays terminated: ephemeral containers are never restarted.
+    tokio::time::sleep_until(start + Duration::from_secs(120)).await;
+    let s = rec.last();
+    assert_eq!(
+        ephemeral_state(&s, "dbg"),
+        Some(("terminated:3".into(), 0, false))
+    );
+    assert_eq!(s.phase.as_deref(), Some("Running"));
+    let started = rec
+        .events
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|(r, m)| r == "Started" && m.contains("dbg"))
+        .count();
+    assert_eq!(started, 1, "started once: {:?}", rec.reasons());
+    drop(tx);
+    let _ = handle.await;
+}

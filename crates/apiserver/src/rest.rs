@@ -935,6 +935,9 @@ impl State {
         crate::pipeline::apply_defaults(rt, &mut new);
         match sub {
             Some("status") => crate::pipeline::prepare_for_status_update(rt, &mut new, old),
+            Some("ephemeralcontainers") => {
+                tandem_core::strategy::prepare_for_ephemeral_containers_update(&mut new, old)
+            }
             Some("approval") => {
                 // Only the Approved/Denied conditions change through `approval` (upstream's
                 // `csrApprovalStrategy`); the rest of the object stays as stored.
@@ -987,6 +990,9 @@ impl State {
         errors.extend(match sub {
             Some("status" | "finalize" | "approval") => {
                 crate::pipeline::validate_status_update(rt, &new, old)
+            }
+            Some("ephemeralcontainers") => {
+                tandem_core::validation::ephemeral::validate_ephemeral_containers_update(&new, old)
             }
             _ => crate::pipeline::validate_update(rt, &new, old),
         });

@@ -888,7 +888,15 @@ async fn dispatch(
         (Verb::Create, Some(n), Some("eviction")) => {
             crate::eviction::evict(&state, ctx, &rt, ns, n, &body).await?
         }
-        (Verb::Update, Some(n), None | Some("status") | Some("finalize") | Some("approval")) => {
+        (
+            Verb::Update,
+            Some(n),
+            None
+            | Some("status")
+            | Some("finalize")
+            | Some("approval")
+            | Some("ephemeralcontainers"),
+        ) => {
             let v = decode_body(&body, ctx.content_type.as_deref())?;
             state.update(ctx, &rt, ns, n, v, sub).await?
         }
@@ -896,9 +904,11 @@ async fn dispatch(
             let v = decode_body(&body, ctx.content_type.as_deref())?;
             state.update_scale(ctx, &rt, ns, n, v).await?
         }
-        (Verb::Patch, Some(n), None | Some("status") | Some("scale") | Some("approval")) => {
-            state.patch(ctx, &rt, ns, n, &body, sub).await?
-        }
+        (
+            Verb::Patch,
+            Some(n),
+            None | Some("status") | Some("scale") | Some("approval") | Some("ephemeralcontainers"),
+        ) => state.patch(ctx, &rt, ns, n, &body, sub).await?,
         (Verb::Delete, Some(n), None) => {
             let opts = if body.is_empty() {
                 Value::Null

@@ -596,6 +596,28 @@ pub fn prepare_for_status_update(rt: &ResourceType, new: &mut Value, old: &Value
     }
 }
 
+/// Upstream `podEphemeralContainersStrategy.PrepareForUpdate` (`dropNonEphemeralContainerUpdates`):
+/// a write to `pods/<name>/ephemeralcontainers` changes only `spec.ephemeralContainers`; every
+/// other field, status and metadata included, stays as stored (the resourceVersion the client
+/// sent is kept for the precondition).
+pub fn prepare_for_ephemeral_containers_update(new: &mut Value, old: &Value) {
+    let ephemeral = new
+        .pointer("/spec/ephemeralContainers")
+        .filter(|v| !v.is_null())
+        .cloned();
+    let rv = new.pointer("/metadata/resourceVersion").cloned();
+    *new = old.clone();
+    if let (Some(rv), Some(m)) = (rv, meta_mut(new)) {
+        m.insert("resourceVersion".into(), rv);
+    }
+    if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
+        match ephemeral {
+            Some(list) => spec.insert("ephemeralContainers".into(), list),
+            None => spec.remove("ephemeralContainers"),
+        };
+    }
+}
+
 /// Upstream `qos.GetPodQOS`: `Guaranteed` when every container (init included) sets cpu and
 /// memory limits and the requests equal them, `BestEffort` when nothing sets a non-zero cpu or
 /// memory request or limit, `Burstable` otherwise. Requests default to limits first, as
@@ -829,5 +851,31 @@ mod tests {
             "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30099}]}});
         prepare_for_update(&svc, &mut new, &old);
         assert_eq!(new["spec"]["ports"][0]["nodePort"], 30099);
+    }
+
+    #[test]
+    fn an_ephemeral_containers_write_changes_only_the_ephemeral_containers() {
+        let old = json!({"metadata": {"name": "p", "resourceVersion": "7", "labels": {"a": "1"}},
+            "spec": {"containers": [{"name": "app", "image": "busybox"}], "nodeName": "n1"},
+            "status": {"phase": "Running"}});
+        let mut new = json!({"metadata": {"name": "p", "resourceVersion": "7", "labels": {"a": "2"}},
+            "spec": {"containers": [{"name": "app", "image": "alpine"}],
+                     "ephemeralContainers": [{"name": "dbg", "image": "busybox"}]},
+            "status": {"phase": "Failed"}});
+        prepare_for_ephemeral_containers_update(&mut new, &old);
+        assert_eq!(new["metadata"]["labels"]["a"], "1");
+        assert_eq!(new["spec"]["containers"][0]["image"], "busybox");
+        assert_eq!(new["spec"]["nodeName"], "n1");
+        assert_eq!(new["status"]["phase"], "Running");
+        assert_eq!(new["spec"]["ephemeralContainers"][0]["name"], "dbg");
+    }
+
+    #[test]
+    fn an_ephemeral_containers_write_without_the_list_removes_it_for_validation_to_refuse() {
+        let old = json!({"metadata": {"name": "p"},
+            "spec": {"ephemeralContainers": [{"name": "dbg", "image": "busybox"}]}});
+        let mut new = json!({"metadata": {"name": "p"}, "spec": {}});
+        prepare_for_ephemeral_containers_update(&mut new, &old);
+        assert!(new["spec"].get("ephemeralContainers").is_none());
     }
 }

@@ -20,6 +20,7 @@ pub mod batch;
 pub mod certificates;
 pub mod cluster;
 pub mod config;
+pub mod ephemeral;
 pub(crate) mod json;
 pub mod meta;
 pub mod names;
@@ -123,6 +124,9 @@ pub fn validate_create(rt: &ResourceType, obj: &Value) -> Vec<FieldError> {
     }
     let mut errs = meta::validate_object_meta(obj, rt.namespaced, name_rule(rt));
     errs.extend(validate_kind(rt, obj));
+    if rt.group.is_empty() && rt.kind == "Pod" {
+        errs.extend(ephemeral::validate_pod_create(obj));
+    }
     errs
 }
 

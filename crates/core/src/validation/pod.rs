@@ -636,12 +636,12 @@ fn validate_resources(res: &Value, path: &Path, errs: &mut Vec<FieldError>) {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum ContainerKind {
+pub(crate) enum ContainerKind {
     Init,
     Regular,
 }
 
-fn validate_container(
+pub(crate) fn validate_container(
     c: &Value,
     p: &Path,
     kind: ContainerKind,

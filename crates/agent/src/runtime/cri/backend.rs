@@ -540,6 +540,45 @@ impl CriRuntime {
     }
 }
 
+impl CriRuntime {
+    /// A container's namespaces: the pod's ([`namespaces`]), except that an ephemeral container
+    /// with a `targetContainerName` joins the PID namespace of that container's running
+    /// instance (upstream kubelet `generateContainerConfig`: `NamespaceMode_TARGET` with
+    /// `target_id`), so `ps` in `kubectl debug --target` shows the target's processes.
+    fn container_namespaces(
+        &self,
+        sandbox_id: &str,
+        spec: &k8s_openapi::api::core::v1::PodSpec,
+        name: &str,
+    ) -> proto::NamespaceOption {
+        let mut options = namespaces(spec);
+        let target = spec
+            .ephemeral_containers
+            .iter()
+            .flatten()
+            .find(|ec| ec.name == name)
+            .and_then(|ec| ec.target_container_name.as_deref())
+            .filter(|t| !t.is_empty());
+        if let Some(target) = target {
+            let state = self.lock();
+            let running = state
+                .containers
+                .values()
+                .filter(|c| {
+                    c.info.sandbox_id == sandbox_id
+                        && c.info.name == target
+                        && c.info.state == ContainerState::Running
+                })
+                .max_by_key(|c| c.info.attempt);
+            if let Some(c) = running {
+                options.pid = proto::NamespaceMode::Target as i32;
+                options.target_id = raw_id(&c.info.id).to_string();
+            }
+        }
+        options
+    }
+}
+
 /// The pod's namespace sharing: network and IPC per pod unless hostNetwork/hostIPC, PID per
 /// container unless `shareProcessNamespace` (CRI's default would share the sandbox's).
 fn namespaces(spec: &k8s_openapi::api::core::v1::PodSpec) -> proto::NamespaceOption {
@@ -940,7 +979,10 @@ impl Runtime for CriRuntime {
                 resources: Some(linux_resources(container)),
                 security_context: Some(proto::LinuxContainerSecurityContext {
                     privileged: sc.privileged.unwrap_or(false),
-                    namespace_options: pod.spec.as_ref().map(namespaces),
+                    namespace_options: pod
+                        .spec
+                        .as_ref()
+                        .map(|spec| self.container_namespaces(sandbox_id, spec, &container.name)),
                     run_as_user: run_as_user.map(|value| proto::Int64Value { value }),
                     run_as_group: run_as_group.map(|value| proto::Int64Value { value }),
                     readonly_rootfs: sc.read_only_root_filesystem.unwrap_or(false),
