@@ -10,6 +10,7 @@ pub mod netpol;
 pub mod nft;
 pub mod proxy;
 pub mod rules;
+mod watch;
 
 pub use proxy::{Applied, ProxyConfig, ProxyError, ServiceProxy, SyncStatus};
 pub use rules::Cidr;

@@ -7,7 +7,6 @@ use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Client;
@@ -18,6 +17,9 @@ use tokio::sync::{mpsc, watch};
 use crate::model::{ClusterState, Endpoint, ServicePort};
 use crate::nft::Nft;
 use crate::rules::{self, Cidr, Contribution, Script, Settings};
+use crate::watch::spawn_watch;
+
+const WHO: &str = "service proxy";
 
 /// How the proxy is set up on its node.
 #[derive(Debug, Clone)]
@@ -212,40 +214,21 @@ struct Runner {
     affinity_reported: HashMap<(String, String), u32>,
 }
 
-fn spawn_watch<K, F>(api: Api<K>, tx: mpsc::UnboundedSender<Input>, wrap: F)
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-    F: Fn(watcher::Event<K>) -> Input + Send + 'static,
-{
-    tokio::spawn(async move {
-        let mut stream = watcher(api, watcher::Config::default()).boxed();
-        loop {
-            match stream.next().await {
-                Some(Ok(event)) => {
-                    if tx.send(wrap(event)).is_err() {
-                        return;
-                    }
-                }
-                Some(Err(e)) => {
-                    tracing::debug!(error = %e, "service proxy watch failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-                None => return,
-            }
-        }
-    });
-}
-
 impl Runner {
     async fn run(mut self, client: Client) {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        spawn_watch(Api::<Service>::all(client.clone()), tx.clone(), |e| {
+        spawn_watch(WHO, Api::<Service>::all(client.clone()), tx.clone(), |e| {
             Input::Service(Box::new(e))
         });
-        spawn_watch(Api::<EndpointSlice>::all(client.clone()), tx.clone(), |e| {
-            Input::Slice(Box::new(e))
+        spawn_watch(
+            WHO,
+            Api::<EndpointSlice>::all(client.clone()),
+            tx.clone(),
+            |e| Input::Slice(Box::new(e)),
+        );
+        spawn_watch(WHO, Api::<Node>::all(client), tx, |e| {
+            Input::Node(Box::new(e))
         });
-        spawn_watch(Api::<Node>::all(client), tx, |e| Input::Node(Box::new(e)));
         let mut listing = Listing::default();
         let mut backoff = Duration::from_millis(100);
         while let Some(first) = rx.recv().await {

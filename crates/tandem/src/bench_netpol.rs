@@ -9,7 +9,6 @@
 //! touch this machine's traffic); without root only the model and the text are timed, and the
 //! bench says so.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -22,6 +21,7 @@ use tandem_proxy::netpol::rules;
 use tandem_proxy::nft::Nft;
 
 use crate::bench::percentile;
+use crate::bench_services::PrivateNetns;
 
 #[derive(Args)]
 pub struct NetpolBench {
@@ -43,25 +43,6 @@ pub struct NetpolBench {
 }
 
 const NODE: &str = "bench-node";
-
-/// A child process holding a network namespace of the bench's own.
-struct PrivateNetns(tokio::process::Child);
-
-impl PrivateNetns {
-    async fn new() -> anyhow::Result<PrivateNetns> {
-        let child = tokio::process::Command::new("unshare")
-            .args(["--net", "sleep", "100000"])
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .context("cannot start a private network namespace (unshare --net; needs root)")?;
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        Ok(PrivateNetns(child))
-    }
-    fn path(&self) -> Option<std::path::PathBuf> {
-        Some(format!("/proc/{}/ns/net", self.0.id()?).into())
-    }
-}
 
 /// Pod `j`: in namespace `j % namespaces`, address 10.200.0.0/16 and up, on the bench node for
 /// the first `local` ones.

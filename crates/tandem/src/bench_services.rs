@@ -43,11 +43,12 @@ pub struct ServicesBench {
 
 const NAMESPACE: &str = "bench";
 
-/// A child process holding a network namespace of the bench's own.
-struct PrivateNetns(tokio::process::Child);
+/// A child process holding a network namespace of the bench's own (also used by
+/// `bench netpol`).
+pub(crate) struct PrivateNetns(tokio::process::Child);
 
 impl PrivateNetns {
-    async fn new() -> anyhow::Result<PrivateNetns> {
+    pub(crate) async fn new() -> anyhow::Result<PrivateNetns> {
         let child = tokio::process::Command::new("unshare")
             .args(["--net", "sleep", "100000"])
             .stdin(Stdio::null())
@@ -57,7 +58,7 @@ impl PrivateNetns {
         tokio::time::sleep(Duration::from_millis(200)).await;
         Ok(PrivateNetns(child))
     }
-    fn path(&self) -> Option<std::path::PathBuf> {
+    pub(crate) fn path(&self) -> Option<std::path::PathBuf> {
         Some(format!("/proc/{}/ns/net", self.0.id()?).into())
     }
 }

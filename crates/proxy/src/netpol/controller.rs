@@ -12,7 +12,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Namespace, Node, ObjectReference, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Client;
@@ -24,6 +23,9 @@ use tokio::time::Instant;
 use super::model::{ClusterState, PodInfo};
 use super::rules;
 use crate::nft::Nft;
+use crate::watch::spawn_watch;
+
+const WHO: &str = "NetworkPolicy controller";
 
 /// How the enforcement is set up on its node.
 #[derive(Debug, Clone)]
@@ -179,30 +181,6 @@ struct Runner {
     status: watch::Sender<NetpolStatus>,
 }
 
-fn spawn_watch<K, F>(api: Api<K>, tx: mpsc::UnboundedSender<Input>, wrap: F)
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-    F: Fn(watcher::Event<K>) -> Input + Send + 'static,
-{
-    tokio::spawn(async move {
-        let mut stream = watcher(api, watcher::Config::default()).boxed();
-        loop {
-            match stream.next().await {
-                Some(Ok(event)) => {
-                    if tx.send(wrap(event)).is_err() {
-                        return;
-                    }
-                }
-                Some(Err(e)) => {
-                    tracing::debug!(error = %e, "NetworkPolicy controller watch failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-                None => return,
-            }
-        }
-    });
-}
-
 /// The longest a burst of changes can hold a sync back.
 const MAX_DELAY: Duration = Duration::from_secs(1);
 
@@ -210,16 +188,16 @@ impl Runner {
     async fn run(mut self) {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let c = &self.client;
-        spawn_watch(Api::<NetworkPolicy>::all(c.clone()), tx.clone(), |e| {
+        spawn_watch(WHO, Api::<NetworkPolicy>::all(c.clone()), tx.clone(), |e| {
             Input::Policy(Box::new(e))
         });
-        spawn_watch(Api::<Pod>::all(c.clone()), tx.clone(), |e| {
+        spawn_watch(WHO, Api::<Pod>::all(c.clone()), tx.clone(), |e| {
             Input::Pod(Box::new(e))
         });
-        spawn_watch(Api::<Namespace>::all(c.clone()), tx.clone(), |e| {
+        spawn_watch(WHO, Api::<Namespace>::all(c.clone()), tx.clone(), |e| {
             Input::Namespace(Box::new(e))
         });
-        spawn_watch(Api::<Node>::all(c.clone()), tx, |e| {
+        spawn_watch(WHO, Api::<Node>::all(c.clone()), tx, |e| {
             Input::Node(Box::new(e))
         });
         let mut listing = Listing::default();
