@@ -23,9 +23,7 @@ use hyper::body::Incoming;
 use serde_json::Value;
 use tandem_netproxy::Forwarder;
 
-use super::{
-    ProxyBody, agent_address, dial_error, escape_segment, node_agent_address, stream_body,
-};
+use super::{ProxyBody, agent_address, dial_error, escape_segment, stream_body};
 use crate::error::{ApiError, ApiResult};
 use crate::request::ResourceRequest;
 use crate::rest::State;
@@ -305,12 +303,10 @@ async fn node_location(state: &State, target: &ProxyRequest<'_>) -> ApiResult<Lo
             via_agent: true,
         });
     }
-    let rt = state.resource("", "v1", "nodes")?;
-    let node = state.get(&rt, None, name).await?;
-    let address = node_agent_address(&node)?;
+    // Another port of the node: plain HTTP to the address the agent is reached on.
     let scheme = if scheme.is_empty() { "http" } else { scheme };
     Ok(Location {
-        base: format!("{scheme}://{}", host_port(&address.host, port)),
+        base: format!("{scheme}://{}", host_port(&agent.host, port)),
         via_agent: false,
     })
 }
