@@ -2,7 +2,8 @@
 # Installs what tandem and its tests need on a fresh Debian machine, skipping what is present:
 # kubectl is expected on the machine; containerd, runc, the CNI plugins and busybox-static come from
 # Debian's packages (the Linux node's CRI runtime and the project's own OCI images use them), and
-# nftables for the service proxy.
+# nftables for the service proxy; etcd-server, protobuf-compiler and libprotobuf-dev for the etcd
+# store backend.
 set -euo pipefail
 
 need=()
@@ -15,6 +16,15 @@ command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v nft >/dev/null 2>&1 || need+=(nftables)
 # openssl: the end-to-end tests make a person's key and CSR as the Kubernetes documentation does.
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+# etcd-server: the etcd store backend's tests start a real etcd (/usr/bin/etcd); the package also
+# enables an etcd service on 127.0.0.1:2379, which the tests leave alone (they use their own ports).
+# protobuf-compiler and libprotobuf-dev (protobuf's own .proto files): the etcd-client crate
+# compiles etcd's gRPC protocol at build time with protoc, unless PROTOC names one already.
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+if [ -z "${PROTOC:-}" ]; then
+  command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
+  [ -f /usr/include/google/protobuf/descriptor.proto ] || need+=(libprotobuf-dev)
+fi
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}"

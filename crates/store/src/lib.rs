@@ -6,14 +6,16 @@
 //! (compare-and-swap); history is kept for watches until compacted. The API server maps the
 //! revision to `metadata.resourceVersion`.
 //!
-//! Backends: [`sqlite::SqliteStore`] (the embedded default). Every backend passes the contract suite
-//! in `tests/contract.rs`.
+//! Backends: [`sqlite::SqliteStore`] (the embedded default) and [`etcd::EtcdStore`] (etcd v3, for
+//! several API servers on one datastore). Every backend passes the contract suite in
+//! `tests/contract.rs`.
 
 use std::pin::Pin;
 
 use bytes::Bytes;
 use futures::Stream;
 
+pub mod etcd;
 pub mod sqlite;
 
 /// A store revision. Revision 0 means "nothing written yet"; the first write gets revision 1.
@@ -120,6 +122,17 @@ pub trait Store: Send + Sync + 'static {
 
     /// The oldest revision a watch or list may ask for; older ones fail with `Compacted`.
     fn compacted_revision(&self) -> Revision;
+
+    /// The datastore's latest committed revision, asked of it now: unlike [`current_revision`],
+    /// it includes writes made by other servers sharing the datastore that this one has not yet
+    /// seen. Consistent reads wait for this revision, as upstream's consistent reads from the
+    /// watch cache wait for etcd's current revision. A store that is the only writer of its data
+    /// answers with [`current_revision`].
+    ///
+    /// [`current_revision`]: Store::current_revision
+    async fn latest_revision(&self) -> Result<Revision> {
+        Ok(self.current_revision())
+    }
 
     /// Reads one key at the current revision.
     async fn get(&self, key: &str) -> Result<Option<KeyValue>>;
