@@ -150,6 +150,11 @@ async fn run_inner(
         clock,
         node.metadata.uid.clone(),
     ));
+    // Every node offers the emulated SMB CSI driver (its CSINode lists it); bounded, not kept.
+    tokio::spawn(crate::volumes::smb_csi::register(
+        client.clone(),
+        config.name.clone(),
+    ));
     // Emulated runtimes create no volume directories, so they have none to remove.
     let local_path = (!runtime.version().starts_with("emulated")).then(|| {
         tokio::spawn(crate::volumes::local_path::run(

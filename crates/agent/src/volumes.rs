@@ -12,7 +12,9 @@
 //!   [`atomic_writer`] (`..data` symlink swap), mounted read-only as the kubelet does. Secrets
 //!   are plain files, not tmpfs-backed;
 //! - `hostPath` resolves to its path after upstream's `type` check; `persistentVolumeClaim` (and
-//!   a generic `ephemeral` volume's claim) to the `hostPath` of the bound PersistentVolume.
+//!   a generic `ephemeral` volume's claim) to the `hostPath` of the bound PersistentVolume, or
+//!   to the share directory of an `smb.csi.k8s.io` volume (the emulated SMB driver,
+//!   [`smb_csi`]).
 //!
 //! Errors carry the kubelet's messages: [`VolumeError::SetUp`] displays as the `FailedMount`
 //! event text (`MountVolume.SetUp failed for volume "x" : configmap "y" not found`). Because
@@ -20,6 +22,7 @@
 
 pub mod atomic_writer;
 pub mod local_path;
+pub mod smb_csi;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
@@ -268,9 +271,15 @@ pub enum ClaimError {
     },
     /// The bound PersistentVolume is not `hostPath` (the only kind the agent can mount).
     #[error(
-        "PV {name} has a {kind} source; the tandem agent can only mount hostPath persistent volumes"
+        "PV {name} has a {kind} source; the tandem agent can only mount hostPath and smb.csi.k8s.io persistent volumes"
     )]
     NotHostPath { name: String, kind: String },
+    /// The bound PersistentVolume of the emulated SMB CSI driver cannot be mounted.
+    #[error("MountVolume.MountDevice failed for volume {} : {reason}", go_quote(.name))]
+    Smb {
+        name: String,
+        reason: smb_csi::MountError,
+    },
 }
 
 /// Prepares every volume of `pod` (see the module docs for what each type becomes), creating
@@ -904,6 +913,14 @@ async fn resolve_claim(
             ref_uid,
             claim_uid,
         });
+    }
+    if let Some(csi) = spec.csi.as_ref().filter(|c| smb_csi::is_smb(Some(c))) {
+        return smb_csi::resolve(client, csi)
+            .await
+            .map_err(|reason| ClaimError::Smb {
+                name: pv_name,
+                reason,
+            });
     }
     match spec.host_path {
         Some(source) => Ok(source),

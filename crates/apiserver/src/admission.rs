@@ -8,6 +8,7 @@
 
 use serde_json::{Value, json};
 use tandem_core::admission::{self, AdmissionError, AdmissionOptions, MapLookups, Operation};
+use tandem_core::field::{FieldError, Path};
 use tandem_core::registry::ResourceType;
 
 use crate::error::ApiError;
@@ -45,6 +46,11 @@ impl State {
         if op == Operation::Create && rt.group.is_empty() && rt.kind == "PersistentVolumeClaim" {
             let classes = self.storage_classes();
             admission::default_storage_class::admit(obj, &classes);
+            return Ok(Vec::new());
+        }
+        if op == Operation::Create && rt.group == "networking.k8s.io" && rt.kind == "Ingress" {
+            let classes = self.ingress_classes();
+            admission::default_ingress_class::admit(obj, &classes);
             return Ok(Vec::new());
         }
         let Some(location) = admission::pod_spec_location(rt) else {
@@ -97,6 +103,21 @@ impl State {
 }
 
 impl State {
+    /// The pod OS rules upstream's `ValidatePodEphemeralContainersUpdate` applies through
+    /// `ValidatePodSpec` (Linux-only fields in a Windows pod's ephemeral container, Windows
+    /// options in a Linux pod's, HostProcess and `--allow-privileged`): tandem runs them in
+    /// admission, which the `ephemeralcontainers` subresource otherwise skips.
+    pub(crate) fn ephemeral_container_os_errors(&self, pod: &Value) -> Vec<FieldError> {
+        let Some(spec) = pod.get("spec") else {
+            return Vec::new();
+        };
+        let options = AdmissionOptions {
+            privileged_allowed: self.options.allow_privileged,
+            warnings: false,
+        };
+        admission::pod_os::validate_all(spec, &Path::new("spec"), &options)
+    }
+
     /// Every stored PriorityClass (from the cache; there are a handful).
     fn priority_classes(&self) -> Vec<Value> {
         let Some(rt) = self
@@ -147,10 +168,17 @@ impl State {
     /// Every StorageClass in the watch cache (none while the type is not served), for the
     /// DefaultStorageClass plugin.
     fn storage_classes(&self) -> Vec<Value> {
-        let Some(rt) = self
-            .registry
-            .by_plural("storage.k8s.io", "v1", "storageclasses")
-        else {
+        self.cluster_objects("storage.k8s.io", "storageclasses")
+    }
+
+    /// Every IngressClass, from the watch cache.
+    fn ingress_classes(&self) -> Vec<Value> {
+        self.cluster_objects("networking.k8s.io", "ingressclasses")
+    }
+
+    /// Every object of a cluster-scoped v1 resource, from the watch cache.
+    fn cluster_objects(&self, group: &str, plural: &str) -> Vec<Value> {
+        let Some(rt) = self.registry.by_plural(group, "v1", plural) else {
             return Vec::new();
         };
         self.cache

@@ -340,7 +340,10 @@ impl Cache {
 
     async fn follow(cache: Arc<Cache>, store: Arc<dyn Store>, mut after: Revision) {
         loop {
-            let mut stream = match store.watch("/registry/", after) {
+            // Every key, not only `/registry/`: a write elsewhere (the etcd compactor's
+            // `compact_rev_key`) advances the store's revision too, and a consistent read
+            // waits for the cache to reach that revision.
+            let mut stream = match store.watch("", after) {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::error!(error = %e, after, "watch cache cannot follow the store; relisting");

@@ -495,7 +495,13 @@ impl State {
             // Consistent read from cache: wait until it reflects the store's current revision,
             // unless the client accepts any state (resourceVersion=0).
             if rv_param != Some("0") {
-                let target = self.store.current_revision();
+                // The store's latest revision (with etcd, a quorum read: another API server
+                // may have written since this one's cache last heard), as upstream's
+                // consistent reads from cache ask etcd first.
+                let target = match self.store.latest_revision().await {
+                    Ok(rev) => rev,
+                    Err(_) => self.store.current_revision(),
+                };
                 if !self.cache.wait_for(target, Duration::from_secs(3)).await {
                     let rev = self.store.current_revision();
                     let (items, revision, next) = self
@@ -992,7 +998,12 @@ impl State {
                 crate::pipeline::validate_status_update(rt, &new, old)
             }
             Some("ephemeralcontainers") => {
-                tandem_core::validation::ephemeral::validate_ephemeral_containers_update(&new, old)
+                let mut errs =
+                    tandem_core::validation::ephemeral::validate_ephemeral_containers_update(
+                        &new, old,
+                    );
+                errs.extend(self.ephemeral_container_os_errors(&new));
+                errs
             }
             _ => crate::pipeline::validate_update(rt, &new, old),
         });

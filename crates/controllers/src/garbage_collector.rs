@@ -145,7 +145,7 @@ pub async fn run(client: kube::Client, registry: Registry) {
     });
     // Create-only kinds (the reviews) are never stored, so own and are owned by nothing.
     for rt in registry.all().iter().filter(|t| t.supports("watch")) {
-        tokio::spawn(watch_type(client.clone(), rt.clone(), shared.clone()));
+        crate::scope::spawn(watch_type(client.clone(), rt.clone(), shared.clone()));
     }
     let registry = Arc::new(registry);
     loop {
@@ -164,7 +164,7 @@ pub async fn run(client: kube::Client, registry: Registry) {
         if let Err(e) = reconcile(&client, &registry, &shared, &uid).await {
             tracing::debug!(%uid, error = %e, "garbage collection will retry");
             let shared = shared.clone();
-            tokio::spawn(async move {
+            crate::scope::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 shared.enqueue(vec![uid]).await;
             });

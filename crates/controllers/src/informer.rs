@@ -80,7 +80,7 @@ where
             ready,
         });
         let weak = Arc::downgrade(&inner);
-        tokio::spawn(async move {
+        crate::scope::spawn(async move {
             let mut stream = watcher(api, config).default_backoff().boxed();
             let mut buffer: Option<BTreeMap<ObjectKey, Arc<K>>> = None;
             while let Some(event) = stream.next().await {

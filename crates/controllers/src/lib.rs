@@ -18,6 +18,7 @@ pub mod events;
 pub mod garbage_collector;
 pub mod informer;
 pub mod job;
+pub mod leader_election;
 pub mod local_path;
 pub mod namespace;
 pub mod node_ipam;
@@ -27,8 +28,10 @@ pub mod replicaset;
 pub mod replication_controller;
 pub mod resource_quota;
 pub mod root_ca_publisher;
+pub mod scope;
 pub mod service_lb;
 pub mod serviceaccount;
+pub mod smb_csi;
 pub mod statefulset;
 pub mod windows_endpoint_limit;
 pub mod workqueue;
@@ -37,60 +40,71 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use tandem_core::registry::Registry;
 
-/// Starts every controller on `client`; they run until the runtime stops.
-pub fn start_all(client: kube::Client, registry: Registry) {
-    tokio::spawn(garbage_collector::run(client.clone(), registry.clone()));
-    tokio::spawn(namespace::run(client.clone(), registry.clone()));
-    tokio::spawn(serviceaccount::run(client.clone()));
-    tokio::spawn(clusterrole_aggregation::run(client.clone()));
-    tokio::spawn(persistent_volume::run(client.clone()));
+/// Starts every controller on `client` in a [`scope::TaskScope`] of their own and returns it:
+/// [`TaskScope::stop`](scope::TaskScope::stop) ends every task they started (what a leader does
+/// when it loses its lease); otherwise, and if the handle is dropped, they run until the runtime
+/// stops.
+pub fn start_all(client: kube::Client, registry: Registry) -> scope::TaskScope {
+    let scope = scope::TaskScope::new();
+    scope.enter(|| start_all_in_scope(client, registry));
+    scope
+}
+
+fn start_all_in_scope(client: kube::Client, registry: Registry) {
+    use scope::spawn;
+    spawn(garbage_collector::run(client.clone(), registry.clone()));
+    spawn(namespace::run(client.clone(), registry.clone()));
+    spawn(serviceaccount::run(client.clone()));
+    spawn(clusterrole_aggregation::run(client.clone()));
+    spawn(persistent_volume::run(client.clone()));
     // One pod watch and cache shared by every controller that manages pods.
     let pods = informer::Informer::<Pod>::start(client.clone());
-    tokio::spawn(resource_quota::run(
+    spawn(resource_quota::run(
         client.clone(),
         registry,
         pods.clone(),
         resource_quota::ResourceQuotaOptions::default(),
     ));
     let replicasets = informer::Informer::<ReplicaSet>::start(client.clone());
-    tokio::spawn(replicaset::run(
+    spawn(replicaset::run(
         client.clone(),
         pods.clone(),
         replicasets.clone(),
     ));
-    tokio::spawn(disruption::run(
+    spawn(disruption::run(
         client.clone(),
         pods.clone(),
         replicasets.clone(),
         disruption::DisruptionOptions::default(),
     ));
-    tokio::spawn(deployment::run(client.clone(), pods.clone(), replicasets));
+    spawn(deployment::run(client.clone(), pods.clone(), replicasets));
     let nodes = informer::Informer::<Node>::start(client.clone());
-    tokio::spawn(daemonset::run(client.clone(), pods.clone(), nodes.clone()));
-    tokio::spawn(local_path::run(client.clone(), nodes.clone()));
-    tokio::spawn(node_lifecycle::run(
+    spawn(daemonset::run(client.clone(), pods.clone(), nodes.clone()));
+    spawn(local_path::run(client.clone(), nodes.clone()));
+    spawn(smb_csi::run(client.clone()));
+    spawn(node_lifecycle::run(
         client.clone(),
         pods.clone(),
         nodes.clone(),
         node_lifecycle::NodeLifecycleOptions::default(),
     ));
-    tokio::spawn(node_ipam::run(
+    spawn(node_ipam::run(
         client.clone(),
         nodes.clone(),
         node_ipam::NodeIpamOptions::default(),
     ));
-    tokio::spawn(job::run(client.clone(), pods.clone()));
-    tokio::spawn(statefulset::run(client.clone(), pods.clone()));
-    tokio::spawn(cronjob::run(
+    spawn(job::run(client.clone(), pods.clone()));
+    spawn(statefulset::run(client.clone(), pods.clone()));
+    spawn(cronjob::run(
         client.clone(),
         cronjob::CronJobOptions::default(),
     ));
-    tokio::spawn(replication_controller::run(client.clone(), pods.clone()));
-    tokio::spawn(service_lb::run(client.clone(), nodes.clone()));
-    tokio::spawn(windows_endpoint_limit::run(
+    spawn(replication_controller::run(client.clone(), pods.clone()));
+    spawn(service_lb::run(client.clone(), nodes.clone()));
+    spawn(windows_endpoint_limit::run(
         client.clone(),
         pods.clone(),
         nodes,
     ));
-    tokio::spawn(endpointslice::run(client, pods));
+    spawn(endpointslice::run(client, pods));
 }

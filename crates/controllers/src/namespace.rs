@@ -42,7 +42,7 @@ pub async fn run(client: kube::Client, registry: Registry) {
         }
         let (client, registry, in_progress) =
             (client.clone(), registry.clone(), in_progress.clone());
-        tokio::spawn(async move {
+        crate::scope::spawn(async move {
             // Bounded: a namespace whose content never goes (a finalizer nobody removes) is retried
             // with back-off, as upstream's controller requeues it.
             let mut delay = Duration::from_millis(200);

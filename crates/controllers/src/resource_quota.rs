@@ -218,7 +218,7 @@ where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default,
 {
-    tokio::spawn(async move {
+    crate::scope::spawn(async move {
         let api: Api<PartialObjectMeta<K>> = Api::all(client);
         let mut stream = watcher(api, watcher::Config::default())
             .default_backoff()

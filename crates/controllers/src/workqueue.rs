@@ -55,7 +55,7 @@ impl WorkQueue {
     pub fn add_after(&self, key: impl Into<String>, delay: Duration) {
         let key = key.into();
         let q = self.clone();
-        tokio::spawn(async move {
+        crate::scope::spawn(async move {
             tokio::time::sleep(delay).await;
             q.add(key);
         });
@@ -121,7 +121,7 @@ impl WorkQueue {
         let sync = Arc::new(sync);
         for _ in 0..workers {
             let (q, sync) = (self.clone(), sync.clone());
-            tokio::spawn(async move {
+            crate::scope::spawn(async move {
                 loop {
                     let key = q.next().await;
                     match sync(key.clone()).await {

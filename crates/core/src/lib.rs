@@ -17,6 +17,7 @@ pub mod quota;
 pub mod rbac;
 pub mod registry;
 pub mod selector;
+pub mod smb_csi;
 pub mod strategy;
 pub mod table;
 pub mod taints;

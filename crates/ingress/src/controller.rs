@@ -92,8 +92,8 @@ pub struct IngressController {
 }
 
 impl IngressController {
-    /// Binds both listeners (failing at once when either is taken), creates the default
-    /// IngressClass if it is missing, and starts watching and serving.
+    /// Binds both listeners (failing at once when either is taken) and starts watching and
+    /// serving; the IngressClass is [`ensure_class`]'s.
     pub async fn start(
         client: kube::Client,
         config: IngressConfig,
@@ -121,7 +121,6 @@ impl IngressController {
                 routes.clone(),
                 forwarder,
             ),
-            tokio::spawn(ensure_class(client.clone(), config.identity.clone())),
         ];
         let notify = Arc::new(Notify::new());
         let caches = Caches {
@@ -305,8 +304,10 @@ where
 }
 
 /// Creates our IngressClass unless it exists, retrying while the API does not serve the kind
-/// yet or is unreachable.
-async fn ensure_class(client: kube::Client, identity: Identity) {
+/// yet or is unreachable: the installer's part (a chart's), run with the installer's client —
+/// the controller's own role may not create classes. A refusal (403) ends the attempt with a
+/// warning saying who must create it.
+pub async fn ensure_class(client: kube::Client, identity: Identity) {
     let api: Api<IngressClass> = Api::all(client);
     let class = identity.default_class_object();
     loop {
@@ -318,6 +319,10 @@ async fn ensure_class(client: kube::Client, identity: Identity) {
                     return;
                 }
                 Err(kube::Error::Api(s)) if s.code == 409 => return,
+                Err(kube::Error::Api(s)) if s.code == 403 => {
+                    tracing::warn!(class = %identity.class_name, reason = %s.message, "the IngressClass is missing and this identity may not create it: an administrator must");
+                    return;
+                }
                 Err(e) => tracing::debug!(error = %e, "cannot create the IngressClass yet"),
             },
             Err(e) => tracing::debug!(error = %e, "cannot read the IngressClass yet"),

@@ -14,4 +14,4 @@ pub mod server;
 pub mod tls;
 
 pub use class::{CLASS_NAME, CONTROLLER_NAME};
-pub use controller::{IngressConfig, IngressController, StartError};
+pub use controller::{IngressConfig, IngressController, StartError, ensure_class};

@@ -16,7 +16,7 @@ use crate::ServerArgs;
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// API server: concurrent pod creates, a full LIST and watch delivery latency on a fresh
-    /// durable SQLite store.
+    /// durable store (SQLite, or etcd with `--store etcd|both`).
     Api(ApiBench),
     /// Scheduler: emulated Node objects (4 CPU, 32 GiB, 110 pods; half Linux, half Windows of two
     /// builds) and pods of mixed OS, through the real API and store; pods/s and create→bind.
@@ -59,6 +59,9 @@ pub struct SchedulerBench {
     nodes: usize,
     #[arg(long, default_value_t = 10_000)]
     pods: usize,
+    /// The store under the API server (see `tandem bench api --store`).
+    #[arg(long, value_enum, default_value_t = BenchStore::Sqlite)]
+    store: BenchStore,
 }
 
 #[derive(Args)]
@@ -110,6 +113,63 @@ pub struct ApiBench {
     /// A CRD manifest: compare creates/s of its custom resource with ConfigMaps.
     #[arg(long, value_name = "CRD.yaml")]
     custom_resource: Option<std::path::PathBuf>,
+    /// The store under the API server: the embedded SQLite store, a local etcd member
+    /// (Debian's etcd-server, started for the run), or both one after the other.
+    #[arg(long, value_enum, default_value_t = BenchStore::Sqlite)]
+    store: BenchStore,
+}
+
+/// `--store` of the API and scheduler benchmarks.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchStore {
+    Sqlite,
+    Etcd,
+    Both,
+}
+
+impl BenchStore {
+    /// The stores to run on, in order.
+    fn each(self) -> &'static [BenchStore] {
+        match self {
+            BenchStore::Sqlite => &[BenchStore::Sqlite],
+            BenchStore::Etcd => &[BenchStore::Etcd],
+            BenchStore::Both => &[BenchStore::Sqlite, BenchStore::Etcd],
+        }
+    }
+}
+
+/// A benchmark's store: the flags naming it, and the local etcd member it runs on (stopped when
+/// dropped).
+pub(crate) struct BenchStoreHandle {
+    pub args: crate::store::StoreArgs,
+    _etcd: Option<crate::local_etcd::LocalEtcd>,
+    description: String,
+}
+
+/// Starts what `kind` needs under `dir`: nothing for SQLite, a one-member etcd on a free
+/// loopback port for etcd (its data on the same disk, fsync on every commit as in production).
+pub(crate) async fn bench_store(
+    kind: BenchStore,
+    dir: &std::path::Path,
+) -> anyhow::Result<BenchStoreHandle> {
+    if kind != BenchStore::Etcd {
+        return Ok(BenchStoreHandle {
+            args: Default::default(),
+            _etcd: None,
+            description: format!("durable SQLite store in {}", dir.display()),
+        });
+    }
+    let port = crate::local_etcd::free_port_pair()?;
+    let etcd = crate::local_etcd::LocalEtcd::start(&dir.join("etcd"), port).await?;
+    let args = crate::store::StoreArgs {
+        etcd_servers: vec![etcd.client_url().to_string()],
+        ..Default::default()
+    };
+    Ok(BenchStoreHandle {
+        description: format!("etcd 3.4 (one local member, data in {})", dir.display()),
+        args,
+        _etcd: Some(etcd),
+    })
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -124,25 +184,37 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             clients,
             ..
         }) => crate::bench_wire::custom_resource(crd, pods, clients).await,
-        BenchCommand::Api(b) => api(b).await,
+        BenchCommand::Api(b) => {
+            for (i, store) in b.store.each().iter().enumerate() {
+                if i > 0 {
+                    println!();
+                }
+                api(&b, *store).await?;
+            }
+            Ok(())
+        }
         BenchCommand::Startup(b) => crate::bench_startup::run(b).await,
         BenchCommand::Services(b) => crate::bench_services::run(b).await,
         BenchCommand::Netpol(b) => crate::bench_netpol::run(b).await,
         BenchCommand::Ingress(b) => crate::bench_ingress::run(b).await,
         BenchCommand::Scheduler(b) => {
-            let (dir, _server, _client) = bench_server().await?;
-            let kubeconfig = dir.path().join("kubeconfig");
-            let client = crate::h2_client::client_from(&kubeconfig).await?;
-            let scheduler_client = crate::h2_client::client_from(&kubeconfig).await?;
-            println!(
-                "tandem bench scheduler: {} nodes, {} pods (in-process API server on a durable SQLite store)",
-                b.nodes, b.pods
-            );
-            let report =
-                tandem_scheduler::bench::run_bench(client, scheduler_client, b.nodes, b.pods)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("scheduler bench failed: {e}"))?;
-            println!("{report}");
+            for store in b.store.each() {
+                let dir = tempfile::tempdir().context("cannot create a temp dir")?;
+                let handle = bench_store(*store, dir.path()).await?;
+                let (_server, _client) = bench_server_in(dir.path(), &handle.args).await?;
+                let kubeconfig = dir.path().join("kubeconfig");
+                let client = crate::h2_client::client_from(&kubeconfig).await?;
+                let scheduler_client = crate::h2_client::client_from(&kubeconfig).await?;
+                println!(
+                    "tandem bench scheduler: {} nodes, {} pods (in-process API server on a {})",
+                    b.nodes, b.pods, handle.description
+                );
+                let report =
+                    tandem_scheduler::bench::run_bench(client, scheduler_client, b.nodes, b.pods)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("scheduler bench failed: {e}"))?;
+                println!("{report}");
+            }
             Ok(())
         }
         BenchCommand::Controllers(b) => {
@@ -239,8 +311,17 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
 pub(crate) async fn bench_server()
 -> anyhow::Result<(tempfile::TempDir, tandem_apiserver::ApiServer, kube::Client)> {
     let dir = tempfile::tempdir().context("cannot create a temp dir")?;
+    let (server, client) = bench_server_in(dir.path(), &Default::default()).await?;
+    Ok((dir, server, client))
+}
+
+/// A server with its data dir `dir` on the store `store` names, with an admin client.
+pub(crate) async fn bench_server_in(
+    dir: &std::path::Path,
+    store: &crate::store::StoreArgs,
+) -> anyhow::Result<(tandem_apiserver::ApiServer, kube::Client)> {
     let args = ServerArgs {
-        data_dir: dir.path().to_path_buf(),
+        data_dir: dir.to_path_buf(),
         port: 0,
         bind_address: "127.0.0.1".parse()?,
         kubeconfig: None,
@@ -248,10 +329,12 @@ pub(crate) async fn bench_server()
         upstream_os_placement: false,
         service_cidr: "10.96.0.0/12".to_string(),
         authorization_mode: Default::default(),
+        store: store.clone(),
+        leader_election: Default::default(),
     };
     let (server, _store) = crate::cluster::start(&args).await?;
     let client = crate::cluster::client_from(&args.kubeconfig_path()).await?;
-    Ok((dir, server, client))
+    Ok((server, client))
 }
 
 pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -274,8 +357,9 @@ pub(crate) fn pod(name: &str) -> anyhow::Result<Pod> {
     }))?)
 }
 
-async fn api(b: ApiBench) -> anyhow::Result<()> {
+async fn api(b: &ApiBench, store: BenchStore) -> anyhow::Result<()> {
     let dir = tempfile::tempdir().context("cannot create a temp dir")?;
+    let handle = bench_store(store, dir.path()).await?;
     let args = ServerArgs {
         data_dir: dir.path().to_path_buf(),
         port: 0,
@@ -285,15 +369,15 @@ async fn api(b: ApiBench) -> anyhow::Result<()> {
         upstream_os_placement: false,
         service_cidr: "10.96.0.0/12".to_string(),
         authorization_mode: Default::default(),
+        store: handle.args.clone(),
+        leader_election: Default::default(),
     };
     let (server, _store) = crate::cluster::start(&args).await?;
     let kubeconfig = kube::config::Kubeconfig::read_from(args.data_dir.join("kubeconfig"))?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
     println!(
-        "tandem bench api: {} pods, {} clients, durable SQLite store in {}",
-        b.pods,
-        b.clients,
-        dir.path().display()
+        "tandem bench api: {} pods, {} clients, {}",
+        b.pods, b.clients, handle.description
     );
     println!(
         "server: https://{} (in this process; client and server share the machine)",

@@ -62,6 +62,10 @@ pub async fn run(b: IngressBench) -> anyhow::Result<()> {
     let (port, backends, backend_tasks) = start_backends(b.endpoints).await?;
     create_objects(&client, port, &backends).await?;
     let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+    tokio::spawn(tandem_ingress::ensure_class(
+        client.clone(),
+        tandem_ingress::class::Identity::default(),
+    ));
     let controller = tandem_ingress::IngressController::start(
         client.clone(),
         tandem_ingress::IngressConfig::new("bench-ingress", loopback, loopback),

@@ -63,6 +63,8 @@ async fn run(pods: usize, clients: usize, mode: AuthorizationMode) -> anyhow::Re
         upstream_os_placement: false,
         service_cidr: "10.96.0.0/12".to_string(),
         authorization_mode: mode,
+        store: Default::default(),
+        leader_election: Default::default(),
     };
     let (server, _store) = crate::cluster::start(&args).await?;
     let admin = crate::cluster::client_from(&args.kubeconfig_path()).await?;

@@ -9,20 +9,15 @@ use clap::Args;
 use tandem_agent::NodeConfig;
 use tandem_apiserver::{ApiServer, Config, Options};
 use tandem_store::Store;
-use tandem_store::sqlite::{SqliteOptions, SqliteStore};
 
 use crate::{LinuxRuntime, ServerArgs, UpArgs};
 
 /// Opens the store in the data dir and starts the API server on it.
-pub async fn start(args: &ServerArgs) -> anyhow::Result<(ApiServer, Arc<SqliteStore>)> {
+pub async fn start(args: &ServerArgs) -> anyhow::Result<(ApiServer, Arc<dyn Store>)> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
-    let db = args.data_dir.join("state.db");
-    let store = Arc::new(
-        SqliteStore::open(&db, SqliteOptions::default())
-            .with_context(|| format!("cannot open the store {}", db.display()))?,
-    );
-    let dyn_store: Arc<dyn Store> = store.clone();
+    let store = args.store.open(&args.data_dir).await?;
+    let dyn_store = store.clone();
     let config = Config {
         data_dir: args.data_dir.clone(),
         bind: args.bind(),
@@ -105,6 +100,7 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
     // Listen for Ctrl-C/SIGTERM from the start: a signal during start-up must still stop the
     // containerd child (which runs in its own process group) and its pods.
     let shutdown = tokio::spawn(wait_for_shutdown());
+    args.leader_election.validate()?;
     let mut node_configs = match up.as_ref().map(|u| u.nodes.as_deref()) {
         None => Vec::new(),
         Some(None) => tandem_agent::default_nodes(),
@@ -116,33 +112,84 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
         dns_upstreams = crate::node_network::parse_upstreams(up.dns_upstream.as_deref())
             .context("invalid --dns-upstream")?;
     }
+    // `tandem up --etcd`: a local etcd member first, then the control plane on it.
+    let mut args = args;
+    let _local_etcd = match up.as_ref().filter(|u| u.etcd) {
+        Some(u) => {
+            let etcd =
+                crate::local_etcd::LocalEtcd::start(&args.data_dir.join("etcd"), u.etcd_port)
+                    .await?;
+            args.store.etcd_servers = vec![etcd.client_url().to_string()];
+            Some(etcd)
+        }
+        None => None,
+    };
     let (server, _store) = start(&args).await?;
+    // The SQLite store admits one server (it locks its file), so there is nobody to elect a
+    // leader among: the components start at once, and a restart after a crash does not wait a
+    // lease duration for its own dead predecessor's Lease.
+    if args.store.etcd_servers.is_empty() {
+        args.leader_election.leader_elect = false;
+    }
     let kubeconfig = args.kubeconfig_path();
     // The admin client installs what kubeadm would (the DNS Service); every component runs as
     // an identity of its own with the bootstrap RBAC policy's least privilege.
     let client = client_from(&kubeconfig).await?;
     let controllers_client =
         identity_client(&server, "system:kube-controller-manager", &[], false).await?;
-    tandem_controllers::start_all(
-        controllers_client.clone(),
-        tandem_core::registry::Registry::builtin(),
-    );
+    // One identity per process for both Leases, `<hostname>_<uuid>` as upstream's components.
+    let candidate = tandem_controllers::leader_election::identity();
     // The default StorageClass `local-path` is an add-on the installer creates (k3s' local-storage
     // manifest); the controllers provision its volumes.
     tokio::spawn(tandem_controllers::local_path::install_default_class(
         client.clone(),
     ));
-    tokio::spawn(tandem_controllers::root_ca_publisher::run(
-        controllers_client.clone(),
-        server.pki.ca_pem.clone(),
+    // So is the emulated SMB CSI driver (CSIDriver and the `smb-csi` class; not the default).
+    tokio::spawn(tandem_controllers::smb_csi::install(
+        client.clone(),
+        args.data_dir.join("smb-share"),
     ));
-    // The CSR approver and signer: nodes joining with a token get their client certificates.
-    tandem_controllers::certificates::start(
+    // Every controller, the root CA publisher and the CSR approver and signer (nodes joining
+    // with a token get their client certificates) run as one controller manager: under leader
+    // election on `kube-system/kube-controller-manager`, stopped together when the lease is lost.
+    let controllers = {
+        let (c, ca, key) = (
+            controllers_client.clone(),
+            server.pki.ca_pem.clone(),
+            server.pki.ca_key_pem.clone(),
+        );
+        move || {
+            let scope = tandem_controllers::start_all(
+                c.clone(),
+                tandem_core::registry::Registry::builtin(),
+            );
+            scope.enter(|| {
+                tandem_controllers::scope::spawn(tandem_controllers::root_ca_publisher::run(
+                    c.clone(),
+                    ca.clone(),
+                ));
+                tandem_controllers::certificates::start(
+                    c.clone(),
+                    ca.clone(),
+                    key.clone(),
+                    tandem_controllers::certificates::csr::DEFAULT_MAX_DURATION,
+                );
+            });
+            scope
+        }
+    };
+    let controllers = crate::leader::run(
+        &args.leader_election,
+        crate::leader::Component {
+            what: "controllers",
+            lease: tandem_controllers::leader_election::CONTROLLER_MANAGER_LEASE,
+            event_source: "kube-controller-manager",
+        },
+        &candidate,
         controllers_client,
-        server.pki.ca_pem.clone(),
-        server.pki.ca_key_pem.clone(),
-        tandem_controllers::certificates::csr::DEFAULT_MAX_DURATION,
-    );
+        controllers,
+        |scope| scope.stop(),
+    )?;
     let sched = tandem_scheduler::SchedulerOptions {
         upstream_os_placement: args.upstream_os_placement,
         ..Default::default()
@@ -150,7 +197,18 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
     // The scheduler gets an HTTP/2 connection of its own, as kube-scheduler has through
     // client-go: its bindings do not queue behind the controllers' requests.
     let scheduler_client = identity_client(&server, "system:kube-scheduler", &[], true).await?;
-    tokio::spawn(tandem_scheduler::run(scheduler_client, sched));
+    let scheduler = crate::leader::run(
+        &args.leader_election,
+        crate::leader::Component {
+            what: "scheduler",
+            lease: tandem_controllers::leader_election::SCHEDULER_LEASE,
+            event_source: "kube-scheduler",
+        },
+        &candidate,
+        scheduler_client.clone(),
+        move || tandem_scheduler::start(scheduler_client.clone(), sched.clone()),
+        drop,
+    )?;
 
     let join_token = crate::identity::ensure_join_token(&server, &client, &args.data_dir).await;
     println!(
@@ -158,6 +216,7 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
         server.local_addr
     );
     println!("  data dir:   {}", args.data_dir.display());
+    println!("  store:      {}", args.store.describe(&args.data_dir));
     println!("  kubeconfig: {}", kubeconfig.display());
     match &join_token {
         Ok(_) => println!(
@@ -323,6 +382,10 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
     );
     let _ = shutdown.await;
     println!("tandem: shutting down");
+    // The scheduler and controllers stop first and give their Leases up, so another server
+    // takes over at once.
+    scheduler.shutdown().await;
+    controllers.shutdown().await;
     for network in networks {
         network.shutdown().await;
     }
@@ -474,12 +537,19 @@ async fn start_node_network(
             crate::node_network::Clients::all(client)
         }
     };
-    // The ingress controller runs as the installer (the admin): there is no bootstrap role
-    // for it yet.
-    let ingress_client = clients.installer.clone();
+    // The ingress controller runs as its ServiceAccount (the bootstrap policy's
+    // `system:tandem:ingress-controller`); the installer creates its IngressClass.
+    let installer = clients.installer.clone();
+    let ingress_client = match service_account_client(server, INGRESS_SA).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %format!("{e:#}"), "the ingress controller runs as the admin: no certificate of its own");
+            installer.clone()
+        }
+    };
     let mut network = crate::node_network::NodeNetwork::start(clients, &settings).await;
     network
-        .start_ingress(ingress_client, &node.name, &up.ingress)
+        .start_ingress(ingress_client, Some(installer), &node.name, &up.ingress)
         .await;
     if network.proxy.is_some() {
         node.labels.insert(
@@ -496,26 +566,40 @@ async fn start_node_network(
 
 /// The user the service proxies run as (upstream's kube-proxy, bound to `system:node-proxier`).
 const PROXY_USER: &str = "system:kube-proxy";
-/// The user the cluster DNS runs as: the `kube-system/coredns` ServiceAccount kubeadm's CoreDNS
+/// The ServiceAccount the cluster DNS runs as: `kube-system/coredns`, which kubeadm's CoreDNS
 /// addon binds `system:coredns` to.
-const DNS_USER: &str = "system:serviceaccount:kube-system:coredns";
+const DNS_SA: &str = "coredns";
 
-/// The proxy's and the DNS's clients, each its own identity; `installer` (the admin) publishes
-/// the DNS Service, as kubeadm's addon installer does.
+/// The ingress controller's ServiceAccount in `kube-system`.
+const INGRESS_SA: &str = tandem_core::rbac::bootstrap::INGRESS_CONTROLLER_SA;
+
+/// A client for the `kube-system` ServiceAccount `name` (a client certificate in its name and
+/// groups, as the add-ons' identities are minted here).
+async fn service_account_client(server: &ApiServer, name: &str) -> anyhow::Result<kube::Client> {
+    identity_client(
+        server,
+        &format!("system:serviceaccount:kube-system:{name}"),
+        &[
+            "system:serviceaccounts",
+            "system:serviceaccounts:kube-system",
+        ],
+        false,
+    )
+    .await
+}
+
+/// The proxy's, the DNS's and the policy agent's clients, each its own identity; `installer`
+/// (the admin) publishes the DNS Service, as kubeadm's addon installer does.
 async fn node_network_clients(
     server: &ApiServer,
     installer: kube::Client,
 ) -> anyhow::Result<crate::node_network::Clients> {
     Ok(crate::node_network::Clients {
         proxy: identity_client(server, PROXY_USER, &[], false).await?,
-        dns: identity_client(
+        dns: service_account_client(server, DNS_SA).await?,
+        netpol: service_account_client(
             server,
-            DNS_USER,
-            &[
-                "system:serviceaccounts",
-                "system:serviceaccounts:kube-system",
-            ],
-            false,
+            tandem_core::rbac::bootstrap::NETWORK_POLICY_AGENT_SA,
         )
         .await?,
         installer,
@@ -555,6 +639,11 @@ pub struct SchedulerArgs {
     /// Windows build compatibility.
     #[arg(long)]
     pub upstream_os_placement: bool,
+    /// Leader election on `kube-system/kube-scheduler`, as kube-scheduler's: a second
+    /// scheduler beside a server's own (another `--scheduler-name`) needs `--leader-elect=false`,
+    /// as upstream's multiple-schedulers setup turns it off.
+    #[command(flatten)]
+    pub leader_election: crate::leader::LeaderElectionArgs,
 }
 
 /// Runs a scheduler alone until Ctrl-C or SIGTERM.
@@ -570,16 +659,27 @@ pub async fn run_scheduler(args: SchedulerArgs) -> anyhow::Result<()> {
         upstream_os_placement: args.upstream_os_placement,
         ..Default::default()
     };
+    args.leader_election.validate()?;
     println!(
         "tandem scheduler: scheduling pods with schedulerName {:?}",
         args.scheduler_name
     );
-    tokio::select! {
-        () = tandem_scheduler::run(client, options) => {
-            anyhow::bail!("the scheduler stopped")
-        }
-        () = wait_for_shutdown() => Ok(()),
-    }
+    let identity = tandem_controllers::leader_election::identity();
+    let scheduler = crate::leader::run(
+        &args.leader_election,
+        crate::leader::Component {
+            what: "scheduler",
+            lease: tandem_controllers::leader_election::SCHEDULER_LEASE,
+            event_source: "kube-scheduler",
+        },
+        &identity,
+        client.clone(),
+        move || tandem_scheduler::start(client.clone(), options.clone()),
+        drop,
+    )?;
+    wait_for_shutdown().await;
+    scheduler.shutdown().await;
+    Ok(())
 }
 
 /// Flags of `tandem agent`, named as the kubelet's.
@@ -589,8 +689,11 @@ pub struct AgentArgs {
     /// `--token`).
     #[arg(long, required_unless_present = "token")]
     pub kubeconfig: Option<PathBuf>,
-    /// The API server to join with `--token`, `https://HOST:PORT`.
-    #[arg(long, requires = "token")]
+    /// The API server to join with `--token`, `https://HOST:PORT`; several, comma-separated
+    /// (`https://A:6443,https://B:6443`), for a control plane of several servers: the agent
+    /// then reaches them through a local failover proxy (see `failover`). With `--kubeconfig`
+    /// the list replaces the kubeconfig's server.
+    #[arg(long, required_unless_present = "kubeconfig")]
     pub server: Option<String>,
     /// The join token `tandem server` wrote to `<data-dir>/join-token`
     /// (`K10<CA hash>::<id>.<secret>`): the agent pins the server's CA from it, requests its
@@ -667,6 +770,12 @@ pub struct AgentArgs {
     pub dns_upstream: Option<String>,
     #[command(flatten)]
     pub ingress: crate::node_network::IngressArgs,
+    /// Credentials of the built-in ingress controller (a kubeconfig of the
+    /// `kube-system/tandem-ingress-controller` ServiceAccount, which the bootstrap policy grants
+    /// what it reads): the node's own identity may not read Secrets cluster-wide, so without
+    /// it a `cri` node runs no ingress controller.
+    #[arg(long)]
+    pub ingress_kubeconfig: Option<PathBuf>,
 }
 
 /// Joins the cluster at `server` with a join token: the CA is pinned from the token, the
@@ -766,7 +875,28 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| PathBuf::from(".tandem-agent").join(&node.name));
     node.state_dir = args.state_dir.clone();
     node.validate()?;
-    let (kubeconfig, joined) = match (&args.kubeconfig, &args.server, &args.token) {
+    // Several servers: every client of the agent goes through the local failover proxy.
+    let (server, _failover) = match args.server.as_deref() {
+        Some(list) => {
+            let servers = crate::failover::parse_servers(list)?;
+            if servers.len() > 1 {
+                let proxy = crate::failover::FailoverProxy::start(
+                    servers,
+                    crate::failover::DEFAULT_DIAL_TIMEOUT,
+                )
+                .await?;
+                println!(
+                    "tandem agent: API servers {list} through the failover proxy {}",
+                    proxy.local_addr()
+                );
+                (Some(proxy.url()), Some(proxy))
+            } else {
+                (Some(list.trim().trim_end_matches('/').to_string()), None)
+            }
+        }
+        None => (None, None),
+    };
+    let (kubeconfig, joined) = match (&args.kubeconfig, &server, &args.token) {
         (Some(path), _, None) => (path.clone(), None),
         (_, Some(server), Some(token)) => {
             let (path, client) = join(server, token, &node.name, &node_dir).await?;
@@ -774,13 +904,18 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         }
         _ => anyhow::bail!("pass --kubeconfig, or --server with --token"),
     };
-    let config = kube::Config::from_custom_kubeconfig(
+    let mut config = kube::Config::from_custom_kubeconfig(
         kube::config::Kubeconfig::read_from(&kubeconfig)
             .with_context(|| format!("cannot read kubeconfig {}", kubeconfig.display()))?,
         &Default::default(),
     )
     .await
     .context("invalid kubeconfig")?;
+    if let (Some(server), None) = (&server, &joined) {
+        config.cluster_url = server
+            .parse()
+            .with_context(|| format!("invalid --server {server:?}"))?;
+    }
     node.cluster_ca_pem = tandem_agent::config::cluster_ca_pem(&config);
     let client = match joined {
         Some(client) => client,
@@ -842,8 +977,29 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
                 &settings,
             )
             .await;
-            net.start_ingress(client.clone(), &node.name, &args.ingress)
-                .await;
+            match &args.ingress_kubeconfig {
+                Some(path) => {
+                    let ingress_client = client_from(path).await.with_context(|| {
+                        format!("cannot use --ingress-kubeconfig {}", path.display())
+                    })?;
+                    net.start_ingress(
+                        ingress_client.clone(),
+                        Some(ingress_client),
+                        &node.name,
+                        &args.ingress,
+                    )
+                    .await;
+                }
+                None if args.ingress.enabled => net.summary.push(format!(
+                    "ingress controller: not running — the node's identity may not read Secrets \
+                     cluster-wide; pass --ingress-kubeconfig with the credentials of \
+                     kube-system/{INGRESS_SA} (`tandem kubeconfig --user \
+                     system:serviceaccount:kube-system:{INGRESS_SA}`), or --ingress=false"
+                )),
+                None => net
+                    .summary
+                    .push("ingress controller: off (--ingress=false)".to_string()),
+            }
             if net.proxy.is_some() {
                 node.labels.insert(
                     tandem_controllers::service_lb::SERVICE_PROXY_LABEL.to_string(),

@@ -11,10 +11,14 @@ mod bench_startup;
 mod bench_wire;
 mod cluster;
 mod cri_node;
+mod failover;
 mod h2_client;
 mod identity;
+mod leader;
+mod local_etcd;
 mod node_network;
 mod rotating_client;
+mod store;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -52,6 +56,9 @@ enum Command {
     /// Mints a kubeconfig for a person (`--user`, `--group`), signed by the cluster CA in the
     /// data dir, so RBAC can be tried as the documentation describes.
     Kubeconfig(identity::KubeconfigArgs),
+    /// Copies a stopped cluster's state from one store to another (`--from sqlite:DIR --to
+    /// etcd:URL`), so a cluster started on the embedded store can move to etcd.
+    Migrate(store::MigrateArgs),
     /// Runs benchmarks and prints their figures.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -90,6 +97,10 @@ pub struct ServerArgs {
     /// Which authorizers run, as kube-apiserver's flag: `Node,RBAC` (default) or `AlwaysAllow`.
     #[arg(long, default_value = "Node,RBAC")]
     pub authorization_mode: tandem_apiserver::auth::authz::AuthorizationMode,
+    #[command(flatten)]
+    pub store: store::StoreArgs,
+    #[command(flatten)]
+    pub leader_election: leader::LeaderElectionArgs,
 }
 
 /// Flags of `tandem up`.
@@ -127,6 +138,13 @@ pub struct UpArgs {
     pub emulated_pod_network: Toggle,
     #[command(flatten)]
     pub ingress: node_network::IngressArgs,
+    /// Start a local one-member etcd (Debian's etcd-server, data in `<data-dir>/etcd`) and keep
+    /// the cluster there instead of the embedded SQLite store.
+    #[arg(long, conflicts_with = "etcd_servers")]
+    pub etcd: bool,
+    /// The local etcd's client port on 127.0.0.1 (its peer port is the next one).
+    #[arg(long, default_value_t = 2379, requires = "etcd")]
+    pub etcd_port: u16,
 }
 
 /// `on` or `off`.
@@ -178,6 +196,7 @@ fn main() -> anyhow::Result<()> {
             Command::Agent(args) => cluster::run_agent(*args).await,
             Command::Scheduler(args) => cluster::run_scheduler(args).await,
             Command::Kubeconfig(args) => identity::mint_kubeconfig(&args),
+            Command::Migrate(args) => store::run(args).await,
             Command::Bench(cmd) => bench::run(cmd).await,
         }
     })

@@ -76,6 +76,8 @@ pub struct Clients {
     pub proxy: kube::Client,
     /// The DNS server's (the `kube-system/kube-dns` ServiceAccount).
     pub dns: kube::Client,
+    /// The NetworkPolicy agent's (`kube-system/tandem-network-policy-agent`, or the node).
+    pub netpol: kube::Client,
     /// Publishes the DNS Service and its EndpointSlice, as an addon installer would.
     pub installer: kube::Client,
 }
@@ -86,6 +88,7 @@ impl Clients {
         Clients {
             proxy: client.clone(),
             dns: client.clone(),
+            netpol: client.clone(),
             installer: client,
         }
     }
@@ -110,9 +113,7 @@ impl NodeNetwork {
             }
         };
         let netpol = match &proxy {
-            // Pods, Namespaces and NetworkPolicies cluster-wide: the installer's client (there
-            // is no bootstrap role for a policy agent yet).
-            Some(_) => start_netpol(clients.installer.clone(), s, &mut summary).await,
+            Some(_) => start_netpol(clients.netpol, s, &mut summary).await,
             None => None,
         };
         let dns = match start_dns(clients.dns, clients.installer, s).await {
@@ -157,9 +158,12 @@ impl NodeNetwork {
 
     /// Starts the ingress controller of `node_name` as `args` say (nothing when turned off);
     /// failing to (a port taken) leaves the node running without it, and the summary says why.
+    /// `client` is the controller's own identity; `installer`, when given, creates the
+    /// IngressClass if it is missing (the controller's role may not).
     pub async fn start_ingress(
         &mut self,
         client: kube::Client,
+        installer: Option<kube::Client>,
         node_name: &str,
         args: &IngressArgs,
     ) {
@@ -175,6 +179,12 @@ impl NodeNetwork {
         );
         match tandem_ingress::IngressController::start(client, config).await {
             Ok(c) => {
+                if let Some(installer) = installer {
+                    tokio::spawn(tandem_ingress::ensure_class(
+                        installer,
+                        tandem_ingress::class::Identity::default(),
+                    ));
+                }
                 self.summary.push(format!(
                     "ingress controller: IngressClass {} (default) on http://{} and https://{}",
                     tandem_ingress::CLASS_NAME,

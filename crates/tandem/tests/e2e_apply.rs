@@ -152,6 +152,28 @@ fn create_replace_and_delete_work_on_every_seed_manifest() {
             "{name}: {}",
             again.stderr
         );
+        if name == "billing-data-pvc.yaml" {
+            // The emulated SMB CSI driver binds the claim at once; a bound claim's spec is
+            // immutable except its requested size, so replacing it from the manifest (which
+            // does not name the bound volume) is refused, as upstream refuses it.
+            s.eventually(
+                "the SMB claim to be Bound",
+                std::time::Duration::from_secs(30),
+                || {
+                    let pvc = s.get_json(&["pvc", "billing-data"])?;
+                    (pvc["status"]["phase"] == "Bound").then_some(())
+                },
+            );
+            let replaced = s.kubectl(&["replace", "-f", &path]);
+            assert!(
+                replaced
+                    .stderr
+                    .contains("spec is immutable after creation except resources.requests"),
+                "{name}: {}",
+                replaced.combined()
+            );
+            continue;
+        }
         let replaced = s.kubectl(&["replace", "-f", &path]);
         if name == "gmsa-billing.yaml" {
             // The pod's gMSA credential spec content was filled in at create, as upstream's

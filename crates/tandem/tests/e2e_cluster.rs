@@ -292,6 +292,8 @@ fn standalone_scheduler_binds_the_pods_that_name_it() {
                 &s.kubeconfig().display().to_string(),
                 "--scheduler-name",
                 "second-scheduler",
+                // Beside the server's own scheduler, as upstream's multiple schedulers run.
+                "--leader-elect=false",
             ])
             .stdout(log.try_clone().unwrap())
             .stderr(log)

@@ -199,7 +199,12 @@ fn read_all(r: &mut impl Read) -> Vec<u8> {
 
 /// One plain-HTTP request to the ingress; `None` when nothing answered in a few seconds.
 fn get(host: &str, path: &str, extra: &str) -> Option<Reply> {
-    let addr: SocketAddr = HTTP.parse().ok()?;
+    get_at(HTTP, host, path, extra)
+}
+
+/// As [`get`], to the ingress listening at `ingress`.
+fn get_at(ingress: &str, host: &str, path: &str, extra: &str) -> Option<Reply> {
+    let addr: SocketAddr = ingress.parse().ok()?;
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     s.write_all(request_text(host, path, extra).as_bytes())
@@ -382,8 +387,11 @@ fn ingress_routes_hosts_and_paths_to_pods_over_http_and_tls_and_reports_the_node
         "true"
     );
 
-    // No class named: the default class (ours) takes it.
+    // No class named: the DefaultIngressClass admission plugin names the default class (ours),
+    // while the legacy annotation is left to speak for itself.
     s.kubectl_stdin(&["apply", "-f", "-"], INGRESS).ok();
+    let site = s.get_json(&["ingress", "site"]).unwrap();
+    assert_eq!(site["spec"]["ingressClassName"], "tandem", "{site}");
     let home = s.eventually("web.example.com / answers from the web pod", LONG, || {
         get("web.example.com", "/", "").filter(|r| r.status == 200)
     });
@@ -467,8 +475,85 @@ fn ingress_routes_hosts_and_paths_to_pods_over_http_and_tls_and_reports_the_node
         || get("marker.example.com", "/", "").filter(|r| r.status == 200),
     );
     assert_eq!(get("foreign.example.com", "/", "").unwrap().status, 404);
+    let marker = s.get_json(&["ingress", "marker"]).unwrap();
+    assert!(marker["spec"].get("ingressClassName").is_none(), "{marker}");
     s.eventually("the marker Ingress has its status", LONG, || {
         (lb_ips(&s, "marker") == [ip.clone()]).then_some(())
     });
     assert!(lb_ips(&s, "foreign").is_empty());
+}
+
+/// The walkthrough's Windows web server (the seed `win-webserver.yaml`: two IIS-style pods on the
+/// Windows Server 2019 node, emulated) reached by name from the host through the ingress on the
+/// real Linux node: an Ingress without a class (the default class takes it) routes
+/// `win.example.com` to the Service, and the emulated stand-ins answer, saying so.
+#[test]
+fn walkthrough_windows_web_server_is_reached_by_name_through_the_ingress() {
+    const WIN_HTTP: &str = "127.0.0.1:18082";
+    let s = Server::start_up_with(&[
+        "--linux-runtime",
+        "cri",
+        "--nodes",
+        "linux=1,windows-2019=1",
+        "--cluster-cidr",
+        "10.255.0.0/16",
+        "--service-cidr",
+        "10.136.0.0/16",
+        "--dns-upstream",
+        "none",
+        "--ingress-http-port",
+        "18082",
+        "--ingress-https-port",
+        "18445",
+        "--ingress-bind-address",
+        "127.0.0.1",
+    ]);
+    s.kubectl(&["apply", "-f", &common::seed("win-webserver.yaml")])
+        .ok();
+    s.kubectl(&[
+        "rollout",
+        "status",
+        "deployment/win-webserver",
+        "--timeout=120s",
+    ])
+    .ok();
+    s.kubectl(&[
+        "create",
+        "ingress",
+        "win",
+        "--rule=win.example.com/*=win-webserver:80",
+    ])
+    .ok();
+    let ingress = s.get_json(&["ingress", "win"]).unwrap();
+    assert_eq!(ingress["spec"]["ingressClassName"], "tandem", "{ingress}");
+    let reply = s.eventually(
+        "the Windows web server answers through the ingress",
+        LONG,
+        || get_at(WIN_HTTP, "win.example.com", "/", "").filter(|r| r.status == 200),
+    );
+    assert!(
+        reply.body.contains("emulated by tandem"),
+        "the emulated stand-in answers and says so: {reply:?}"
+    );
+    // Both replicas serve: the ingress balances over the Service's endpoints.
+    let pods: std::collections::BTreeSet<String> = (0..20)
+        .filter_map(|_| get_at(WIN_HTTP, "win.example.com", "/", ""))
+        .filter_map(|r| {
+            let at = r.body.find("win-webserver-")?;
+            Some(
+                r.body[at..]
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                    .next()?
+                    .to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        !pods.is_empty(),
+        "the answers name the pod that served them"
+    );
+    assert_eq!(
+        get_at(WIN_HTTP, "other.example.com", "/", "").map(|r| r.status),
+        Some(404)
+    );
 }

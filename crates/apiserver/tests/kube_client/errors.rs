@@ -312,3 +312,61 @@ async fn pod_update_changing_an_immutable_field_is_invalid() {
         "app"
     );
 }
+
+/// The `ephemeralcontainers` subresource applies the pod OS rules as upstream's
+/// `ValidatePodEphemeralContainersUpdate` does (it validates the whole pod spec): a Linux-only
+/// field in a Windows pod's debug container is Forbidden, and the pod keeps its containers.
+#[tokio::test]
+async fn ephemeral_container_of_a_windows_pod_may_not_set_linux_only_fields() {
+    let s = common::start().await;
+    let api: Api<Pod> = Api::namespaced(s.client.clone(), "default");
+    let mut windows = pod("iis");
+    windows.spec.as_mut().unwrap().os = Some(k8s_openapi::api::core::v1::PodOS {
+        name: "windows".into(),
+    });
+    let created = api.create(&PostParams::default(), &windows).await.unwrap();
+
+    let mut with_debug = serde_json::to_value(&created).unwrap();
+    with_debug["spec"]["ephemeralContainers"] = json!([{
+        "name": "debugger", "image": "busybox",
+        "securityContext": {"privileged": true, "runAsUser": 0},
+    }]);
+    let status = expect_status(
+        api.replace_subresource(
+            "ephemeralcontainers",
+            "iis",
+            &PostParams::default(),
+            &with_debug,
+        )
+        .await,
+        422,
+        "Invalid",
+    );
+    for field in ["privileged", "runAsUser"] {
+        let expected = format!(
+            "spec.ephemeralContainers[0].securityContext.{field}: Forbidden: cannot be set for a windows pod"
+        );
+        assert!(status.message.contains(&expected), "{}", status.message);
+    }
+    let stored = api.get("iis").await.unwrap();
+    assert!(stored.spec.unwrap().ephemeral_containers.is_none());
+
+    // Without them the same debug container is accepted.
+    with_debug["spec"]["ephemeralContainers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("securityContext");
+    let updated = api
+        .replace_subresource(
+            "ephemeralcontainers",
+            "iis",
+            &PostParams::default(),
+            &with_debug,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        updated.spec.unwrap().ephemeral_containers.unwrap()[0].name,
+        "debugger"
+    );
+}

@@ -60,10 +60,10 @@ pub fn start(
     max_duration: Duration,
 ) {
     let csrs = Informer::<CertificateSigningRequest>::start(client.clone());
-    tokio::spawn(approver::run(client.clone(), csrs.clone()));
+    crate::scope::spawn(approver::run(client.clone(), csrs.clone()));
     match csr::Authority::from_pem(&ca_cert_pem, &ca_key_pem) {
         Ok(authority) => {
-            tokio::spawn(signer::run(client, csrs, Arc::new(authority), max_duration));
+            crate::scope::spawn(signer::run(client, csrs, Arc::new(authority), max_duration));
         }
         Err(e) => {
             tracing::error!(error = %e, cause = ?std::error::Error::source(&e), "the cluster CA cannot be read; CertificateSigningRequests will not be signed");

@@ -32,9 +32,15 @@ pub fn is_default(class: &Value) -> bool {
 /// The name of the default class among `classes` (upstream `GetDefaultClass`): the newest of
 /// the classes annotated as default, ties broken by name ascending; `None` when none is.
 pub fn default_class(classes: &[Value]) -> Option<&str> {
+    newest_marked(classes, is_default)
+}
+
+/// The name of the newest of `classes` that `marked` accepts, ties broken by name ascending:
+/// how upstream picks a default among several (StorageClasses and IngressClasses alike).
+pub(crate) fn newest_marked(classes: &[Value], marked: impl Fn(&Value) -> bool) -> Option<&str> {
     classes
         .iter()
-        .filter(|c| is_default(c) && name(c).is_some_and(|n| !n.is_empty()))
+        .filter(|c| marked(c) && name(c).is_some_and(|n| !n.is_empty()))
         .max_by(|a, b| {
             created(a)
                 .cmp(&created(b))

@@ -15,12 +15,14 @@
 //! | [`tolerations`] | `pkg/util/tolerations/merge.DoTolerationsMerge` |
 //! | [`gmsa`] | the `kubernetes-sigs/windows-gmsa` admission webhook, built in |
 //! | [`default_storage_class`] | the `DefaultStorageClass` admission plugin (run by the API server, which lists the StorageClasses) |
+//! | [`default_ingress_class`] | the `DefaultIngressClass` admission plugin (run by the API server, which lists the IngressClasses) |
 //! | [`default_tolerations`] | the `DefaultTolerationSeconds` admission plugin |
 //! | [`priority`] | the `Priority` admission plugin (run by the API server, which looks up the PriorityClasses) |
 //! | [`service_account`] | the `ServiceAccount` admission plugin's pod mutation (run by the API server, which looks up the account) |
 //! | [`limit_ranger`] | the `LimitRanger` admission plugin (run by the API server, which looks up the LimitRanges) |
 //! | [`warnings`] | beyond upstream: fields the API accepts but Windows nodes cannot honour |
 
+pub mod default_ingress_class;
 pub mod default_storage_class;
 pub mod default_tolerations;
 pub mod gmsa;

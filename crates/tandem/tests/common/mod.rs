@@ -153,6 +153,37 @@ impl Server {
         Server::launch("tandem-e2e-cri-", &args, true)
     }
 
+    /// `tandem ARGS` (a subcommand and its flags, e.g. `server --etcd-servers URL`) on a fresh
+    /// data dir, stopped with SIGTERM when dropped.
+    pub fn start_with(args: &[&str]) -> Server {
+        Server::launch("tandem-e2e-", args, true)
+    }
+
+    /// As [`Server::start_with`], on a data dir that starts with a copy of the certificates in
+    /// `pki` (another server's: one cluster CA, as kubeadm copies it to each control-plane
+    /// machine).
+    pub fn start_with_pki(args: &[&str], pki: &Path) -> Server {
+        let dir = tempfile::Builder::new()
+            .prefix("tandem-e2e-")
+            .tempdir()
+            .expect("create temp dir");
+        let target = dir.path().join("data").join("pki");
+        fs::create_dir_all(&target).expect("create pki dir");
+        for entry in fs::read_dir(pki).expect("read pki dir") {
+            let entry = entry.expect("pki entry");
+            fs::copy(entry.path(), target.join(entry.file_name())).expect("copy pki file");
+        }
+        let mut server = Server {
+            dir,
+            child: None,
+            starts: 0,
+            command: args.iter().map(|a| a.to_string()).collect(),
+            graceful: true,
+        };
+        server.spawn();
+        server
+    }
+
     /// `tandem up` with exactly these flags after `up`.
     pub fn start_up_with(flags: &[&str]) -> Server {
         let mut args = vec!["up"];

@@ -16,7 +16,10 @@
 //! `kubeadm:kubelet-bootstrap`, `kubeadm:node-autoapprove-bootstrap` and
 //! `kubeadm:node-autoapprove-certificate-rotation`, under the role names here), and the
 //! `system:coredns` role its CoreDNS addon binds to `kube-system/coredns`, the cluster DNS's
-//! identity. How the
+//! identity. tandem's own add-ons get roles of the same kind: `system:tandem:ingress-controller`
+//! (the built-in ingress controller's ServiceAccount) and `system:tandem:network-policy-agent`
+//! (the NetworkPolicy agent's ServiceAccount, and every node, which runs it under
+//! `tandem agent`). How the
 //! controller manager's user is granted the controller roles is described in [`crate::rbac`].
 
 mod builder;
@@ -48,6 +51,14 @@ pub const KUBE_CONTROLLER_MANAGER: &str = "system:kube-controller-manager";
 pub const KUBE_SCHEDULER: &str = "system:kube-scheduler";
 /// The service proxy's user (`user.KubeProxy`).
 pub const KUBE_PROXY: &str = "system:kube-proxy";
+/// The ClusterRole of tandem's built-in ingress controller.
+pub const INGRESS_CONTROLLER_ROLE: &str = "system:tandem:ingress-controller";
+/// The `kube-system` ServiceAccount the built-in ingress controller runs as.
+pub const INGRESS_CONTROLLER_SA: &str = "tandem-ingress-controller";
+/// The ClusterRole of tandem's NetworkPolicy agent.
+pub const NETWORK_POLICY_AGENT_ROLE: &str = "system:tandem:network-policy-agent";
+/// The `kube-system` ServiceAccount the NetworkPolicy agent runs as under `tandem up`.
+pub const NETWORK_POLICY_AGENT_SA: &str = "tandem-network-policy-agent";
 /// The group of every node (`user.NodesGroup`).
 pub const NODES_GROUP: &str = "system:nodes";
 /// The group of bootstrap-token users (`bootstrapapi.BootstrapDefaultGroup`).
@@ -200,6 +211,38 @@ pub fn cluster_roles() -> Vec<ClusterRole> {
                     .resources(&["endpointslices"]),
             ],
         ),
+        // tandem's built-in ingress controller, as ingress-nginx's chart grants its controller:
+        // it reads Ingresses, IngressClasses, Services, EndpointSlices, TLS Secrets and its own
+        // Node, writes the Ingresses' status and its events; creating the IngressClass is the
+        // installer's job.
+        cluster_role(
+            INGRESS_CONTROLLER_ROLE,
+            vec![
+                rule(READ).core(&["nodes", "secrets", "services"]),
+                rule(READ)
+                    .groups(&["networking.k8s.io"])
+                    .resources(&["ingressclasses", "ingresses"]),
+                rule(&["patch", "update"])
+                    .groups(&["networking.k8s.io"])
+                    .resources(&["ingresses/status"]),
+                rule(READ)
+                    .groups(&["discovery.k8s.io"])
+                    .resources(&["endpointslices"]),
+                events_rule(),
+            ],
+        ),
+        // tandem's NetworkPolicy agent, as a node-level policy agent's (kube-router's,
+        // Calico's) role: it follows policies, pods, namespaces and nodes and reports events.
+        cluster_role(
+            NETWORK_POLICY_AGENT_ROLE,
+            vec![
+                rule(&["list", "watch"]).core(&["namespaces", "nodes", "pods"]),
+                rule(&["list", "watch"])
+                    .groups(&["networking.k8s.io"])
+                    .resources(&["networkpolicies"]),
+                events_rule(),
+            ],
+        ),
         cluster_role("system:kube-scheduler", kube_scheduler_rules()),
         cluster_role(
             "system:kubelet-api-admin",
@@ -300,6 +343,18 @@ pub fn cluster_role_bindings() -> Vec<ClusterRoleBinding> {
         cluster_binding(
             "system:coredns",
             &[ServiceAccount("kube-system", "coredns")],
+        ),
+        cluster_binding(
+            INGRESS_CONTROLLER_ROLE,
+            &[ServiceAccount("kube-system", INGRESS_CONTROLLER_SA)],
+        ),
+        // Under `tandem agent` the policy agent runs with the node's own identity.
+        cluster_binding(
+            NETWORK_POLICY_AGENT_ROLE,
+            &[
+                ServiceAccount("kube-system", NETWORK_POLICY_AGENT_SA),
+                Group(NODES_GROUP),
+            ],
         ),
         cluster_binding("system:kube-scheduler", &[User(KUBE_SCHEDULER)]),
         cluster_binding("system:monitoring", &[Group(MONITORING_GROUP)]),

@@ -329,3 +329,60 @@ fn controller_manager_holds_exactly_its_role_and_the_controller_roles() {
         assert!(!rules_allow(&rules, &denied), "{denied:?}");
     }
 }
+
+/// The add-ons' ServiceAccounts get what their controllers use and nothing more: the ingress
+/// controller reads TLS Secrets and writes Ingress status but cannot create IngressClasses or
+/// change Ingresses; the policy agent (and every node) follows NetworkPolicies but reads no
+/// Secrets through this role.
+#[test]
+fn add_on_service_accounts_hold_least_privilege() {
+    let roles = aggregated();
+    let bindings = cluster_role_bindings();
+    let held = |subject: &dyn Fn(&Subject) -> bool| -> Vec<PolicyRule> {
+        bound_to(&bindings, subject)
+            .iter()
+            .flat_map(|r| rules_of(&roles, r).to_vec())
+            .collect()
+    };
+    let sa = |name: &'static str| {
+        move |s: &Subject| {
+            s.kind == "ServiceAccount"
+                && s.name == name
+                && s.namespace.as_deref() == Some("kube-system")
+        }
+    };
+    let ingress = held(&sa(super::INGRESS_CONTROLLER_SA));
+    assert!(rules_allow(&ingress, &request("watch", "", "secrets", "")));
+    assert!(rules_allow(
+        &ingress,
+        &request("patch", "networking.k8s.io", "ingresses", "status")
+    ));
+    assert!(rules_allow(
+        &ingress,
+        &request("list", "discovery.k8s.io", "endpointslices", "")
+    ));
+    assert!(!rules_allow(
+        &ingress,
+        &request("update", "networking.k8s.io", "ingresses", "")
+    ));
+    assert!(!rules_allow(
+        &ingress,
+        &request("create", "networking.k8s.io", "ingressclasses", "")
+    ));
+    assert!(!rules_allow(&ingress, &request("create", "", "pods", "")));
+
+    let policy = held(&sa(super::NETWORK_POLICY_AGENT_SA));
+    let nodes = held(&|s: &Subject| s.kind == "Group" && s.name == super::NODES_GROUP);
+    for rules in [&policy, &nodes] {
+        assert!(rules_allow(
+            rules,
+            &request("watch", "networking.k8s.io", "networkpolicies", "")
+        ));
+        assert!(rules_allow(rules, &request("list", "", "namespaces", "")));
+        assert!(!rules_allow(rules, &request("list", "", "secrets", "")));
+        assert!(!rules_allow(
+            rules,
+            &request("create", "networking.k8s.io", "networkpolicies", "")
+        ));
+    }
+}
