@@ -368,41 +368,47 @@ pub fn local_api_service(group: &str, version: &str) -> (serde_json::Value, serd
 /// Creates the `APIService` of every group-version served by built-in types, and gives each
 /// the `Available` status of a local service. Existing ones keep their spec.
 pub async fn ensure_api_services(state: &State) -> ApiResult<()> {
-    let rt = state.resource("apiregistration.k8s.io", "v1", "apiservices")?;
     let served = state.registry.load().group_versions();
     for (group, version) in served {
-        let (object, status) = local_api_service(&group, &version);
-        let name = format!("{version}.{group}");
-        let mut ctx = Ctx::internal("system:apiserver");
-        let current = match state.get(&rt, None, &name).await {
-            Ok(v) => v,
-            Err(e) if e.code == 404 => match state.create(&mut ctx, &rt, None, object).await {
-                Ok(_) => state.get(&rt, None, &name).await?,
-                Err(e) if e.code == 409 => continue,
-                Err(e) => return Err(e),
-            },
-            Err(e) => return Err(e),
-        };
-        let available = current
-            .pointer("/status/conditions")
-            .and_then(serde_json::Value::as_array)
-            .is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Available" && c["status"] == "True")
-            });
-        if available {
-            continue;
-        }
-        let mut next = current;
-        next["status"] = status;
-        match state
-            .update(&mut ctx, &rt, None, &name, next, Some("status"))
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if e.code == 409 => {}
-            Err(e) => return Err(e),
-        }
+        ensure_api_service(state, &group, &version).await?;
     }
     Ok(())
+}
+
+/// Creates the local `APIService` of `version.group` unless it exists, and marks it
+/// `Available` unless it is.
+pub async fn ensure_api_service(state: &State, group: &str, version: &str) -> ApiResult<()> {
+    let rt = state.resource("apiregistration.k8s.io", "v1", "apiservices")?;
+    let (object, status) = local_api_service(group, version);
+    let name = format!("{version}.{group}");
+    let mut ctx = Ctx::internal("system:apiserver");
+    let current = match state.get(&rt, None, &name).await {
+        Ok(v) => v,
+        Err(e) if e.code == 404 => match state.create(&mut ctx, &rt, None, object).await {
+            Ok(_) => state.get(&rt, None, &name).await?,
+            Err(e) if e.code == 409 => return Ok(()),
+            Err(e) => return Err(e),
+        },
+        Err(e) => return Err(e),
+    };
+    let available = current
+        .pointer("/status/conditions")
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Available" && c["status"] == "True")
+        });
+    if available {
+        return Ok(());
+    }
+    let mut next = current;
+    next["status"] = status;
+    match state
+        .update(&mut ctx, &rt, None, &name, next, Some("status"))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
 }

@@ -345,6 +345,7 @@ async fn reconcile(state: &Arc<State>, rt: &Arc<ResourceType>) {
         writes.push((name, updated));
     }
     state.registry.rebuild(&next);
+    sync_api_services(state, &next).await;
     for (name, updated) in writes {
         let mut ctx = Ctx::internal("system:apiextensions-apiserver");
         if let Err(e) = state
@@ -352,6 +353,71 @@ async fn reconcile(state: &Arc<State>, rt: &Arc<ResourceType>) {
             .await
         {
             tracing::debug!(crd = %name, error = %e.message, "CRD status not written (retried on the next change)");
+        }
+    }
+}
+
+/// The `APIService`s of custom resources, as upstream's crdregistration controller keeps
+/// them: one local, `Available` APIService per group-version an established CRD serves
+/// (automanaged, group priority 1000, version priority 100), deleted once no CRD serves it
+/// and no built-in type does either.
+async fn sync_api_services(state: &Arc<State>, crds: &[Arc<Value>]) {
+    let mut wanted = std::collections::BTreeSet::new();
+    for c in crds.iter().filter(|c| crd::is_established(c)) {
+        let Some(group) = c.pointer("/spec/group").and_then(Value::as_str) else {
+            continue;
+        };
+        for v in c
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|v| v.get("served").and_then(Value::as_bool) == Some(true))
+        {
+            if let Some(version) = v.get("name").and_then(Value::as_str) {
+                wanted.insert((group.to_string(), version.to_string()));
+            }
+        }
+    }
+    for (group, version) in &wanted {
+        if let Err(e) = crate::bootstrap::ensure_api_service(state, group, version).await {
+            tracing::debug!(group, version, error = %e.message, "APIService not written (retried on the next change)");
+        }
+    }
+    let Ok(rt) = state.resource("apiregistration.k8s.io", "v1", "apiservices") else {
+        return;
+    };
+    let builtin: std::collections::BTreeSet<(String, String)> =
+        Registry::builtin().group_versions().into_iter().collect();
+    let existing = state.cache.snapshot(&rt, &rt.key_prefix(), |_| true).items;
+    for o in existing {
+        let v = o.value();
+        let automanaged = v
+            .pointer("/metadata/labels/kube-aggregator.kubernetes.io~1automanaged")
+            .and_then(Value::as_str)
+            == Some("true");
+        let local = v.pointer("/spec/service").is_none_or(Value::is_null);
+        let key = (
+            v.pointer("/spec/group")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            v.pointer("/spec/version")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        );
+        if !automanaged || !local || wanted.contains(&key) || builtin.contains(&key) {
+            continue;
+        }
+        let Some(name) = v.pointer("/metadata/name").and_then(Value::as_str) else {
+            continue;
+        };
+        let mut ctx = Ctx::internal("system:apiserver");
+        if let Err(e) = state.delete(&mut ctx, &rt, None, name, &Value::Null).await
+            && e.code != 404
+        {
+            tracing::debug!(apiservice = name, error = %e.message, "APIService not deleted (retried on the next change)");
         }
     }
 }

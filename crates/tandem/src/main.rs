@@ -142,8 +142,9 @@ pub struct UpArgs {
     /// the cluster there instead of the embedded SQLite store.
     #[arg(long, conflicts_with = "etcd_servers")]
     pub etcd: bool,
-    /// The local etcd's client port on 127.0.0.1 (its peer port is the next one).
-    #[arg(long, default_value_t = 2379, requires = "etcd")]
+    /// The local etcd's client port on 127.0.0.1 (its peer port is the next one). Not etcd's
+    /// 2379, which the Debian package's own etcd service takes where systemd runs it.
+    #[arg(long, default_value_t = 2479, requires = "etcd")]
     pub etcd_port: u16,
 }
 

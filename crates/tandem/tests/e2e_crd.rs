@@ -147,8 +147,30 @@ fn deleting_a_crd_removes_its_objects() {
     established(&s, "issuers.cert-manager.io");
     let issuer = r#"{"apiVersion":"cert-manager.io/v1","kind":"Issuer","metadata":{"name":"self","namespace":"default"},"spec":{"selfSigned":{}}}"#;
     s.create(issuer);
+    // Its group-version got a local APIService, as upstream's crdregistration controller
+    // registers one.
+    let service = s.eventually("APIService v1.cert-manager.io", WAIT, || {
+        s.get_json(&["apiservice", "v1.cert-manager.io"])
+    });
+    assert_eq!(service["spec"]["groupPriorityMinimum"], 1000, "{service}");
+    assert_eq!(service["spec"]["versionPriority"], 100, "{service}");
+    assert_eq!(
+        service["status"]["conditions"][0]["reason"], "Local",
+        "{service}"
+    );
     let out = s.kubectl(&["delete", "crd", "issuers.cert-manager.io", "--timeout=30s"]);
     assert!(out.success(), "{}", out.combined());
+    s.eventually(
+        "the APIService goes with the last CRD of its group",
+        WAIT,
+        || {
+            s.get_json(&["apiservice", "v1.cert-manager.io"])
+                .is_none()
+                .then_some(())
+        },
+    );
+    // The built-in groups' APIServices stay.
+    assert!(s.get_json(&["apiservice", "v1.apps"]).is_some());
     assert!(s.kubectl(&["apply", "-f", crd]).success());
     established(&s, "issuers.cert-manager.io");
     let out = s.kubectl(&["get", "issuers", "-A", "-o", "name"]);
