@@ -515,6 +515,22 @@ fn a_node_joins_with_a_token_and_reads_only_what_its_pods_use() {
         "{}",
         out.stderr
     );
+    // Its own CSINode only.
+    let csinode = s.write_file(
+        "csinode.json",
+        r#"{"apiVersion":"storage.k8s.io/v1","kind":"CSINode","metadata":{"name":"some-other-node"},"spec":{"drivers":[]}}"#,
+    );
+    let out = as_user(
+        &s,
+        &node_kubeconfig,
+        &["create", "-f", csinode.to_str().unwrap()],
+    );
+    assert!(
+        out.err()
+            .contains("can only access CSINode with the same name as the requesting node"),
+        "{}",
+        out.stderr
+    );
     drop(joined);
 }
 

@@ -324,6 +324,19 @@ pub fn admit(
         ("", "pods", Some("eviction")) if node_of(old) != node => forbidden(format!(
             "node \"{node}\" can only evict pods with spec.nodeName set to itself"
         )),
+        ("storage.k8s.io", "csinodes", _) => {
+            let name = obj
+                .or(old)
+                .and_then(|o| o.pointer("/metadata/name"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if name != node {
+                return forbidden(
+                    "can only access CSINode with the same name as the requesting node".to_string(),
+                );
+            }
+            Ok(())
+        }
         ("", "nodes", _) => {
             let name = obj
                 .or(old)
