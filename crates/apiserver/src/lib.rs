@@ -22,6 +22,7 @@ pub mod request;
 pub mod rest;
 pub mod server;
 pub mod service_alloc;
+mod service_claims;
 pub mod watch;
 
 pub use rest::Options;

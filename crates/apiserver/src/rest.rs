@@ -99,6 +99,12 @@ pub struct State {
     pub service_lock: tokio::sync::Mutex<()>,
     /// The Services' allocations as last read from the cache (see `service_alloc`).
     pub service_alloc_cache: std::sync::Mutex<crate::service_alloc::UsedCache>,
+    /// Addresses and ports other servers claimed (`service_claims`) that the Service being
+    /// created (under `service_lock`) must not be given.
+    pub service_alloc_avoid: std::sync::Mutex<(
+        std::collections::HashSet<std::net::Ipv4Addr>,
+        std::collections::HashSet<u16>,
+    )>,
     /// Authentication and authorization (see `auth`).
     pub auth: crate::auth::Auth,
     /// How `node_proxy` reaches node agents: TLS as `kube-apiserver-kubelet-client`, the agents'
@@ -741,11 +747,9 @@ impl State {
         ns: Option<&str>,
         body: Value,
     ) -> ApiResult<Reply> {
-        let _service_guard = if is_service(rt) {
-            Some(self.service_lock.lock().await)
-        } else {
-            None
-        };
+        if is_service(rt) {
+            return self.create_service(ctx, rt, ns, body).await;
+        }
         let mut obj = self.prepare_create(ctx, rt, ns, body).await?;
         let name = meta::name(&obj).unwrap_or_default().to_string();
         self.admit_quota(rt, &obj, None, ctx.dry_run()).await?;
@@ -762,18 +766,92 @@ impl State {
                 StoreError::AlreadyExists(_) => ApiError::already_exists(rt, &name),
                 other => other.into(),
             })?;
-        if is_service(rt) {
+        Ok(self.created_reply(ctx, obj, &stored, kv.mod_revision))
+    }
+
+    /// The 201 answer to a create: the stored encoding with the revision stamped in where the
+    /// client takes JSON or protobuf (no re-encoding).
+    fn created_reply(&self, ctx: &Ctx, obj: Value, stored: &Bytes, rev: Revision) -> Reply {
+        if matches!(ctx.format, Format::Json | Format::Protobuf { .. })
+            && let Some(bytes) = crate::cache::stamp_resource_version(stored, rev)
+        {
+            return Reply::Raw(201, bytes, "application/json");
+        }
+        Reply::Value(201, with_rv(obj, rev))
+    }
+
+    /// Create of a Service: under the Service lock, addresses and ports chosen from the cache
+    /// and claimed in the store before the write (`service_claims`); one another server claimed
+    /// meanwhile is avoided and the choice made again, unless the request asked for it.
+    async fn create_service(
+        &self,
+        ctx: &mut Ctx,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        body: Value,
+    ) -> ApiResult<Reply> {
+        let _service_guard = self.service_lock.lock().await;
+        let result = self.create_service_locked(ctx, rt, ns, body).await;
+        *self
+            .service_alloc_avoid
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Default::default();
+        result
+    }
+
+    async fn create_service_locked(
+        &self,
+        ctx: &mut Ctx,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        body: Value,
+    ) -> ApiResult<Reply> {
+        const ATTEMPTS: usize = 4;
+        for attempt in 1..=ATTEMPTS {
+            let mut obj = self.prepare_create(ctx, rt, ns, body.clone()).await?;
+            let name = meta::name(&obj).unwrap_or_default().to_string();
+            self.admit_quota(rt, &obj, None, ctx.dry_run()).await?;
+            if ctx.dry_run() {
+                return Ok(Reply::Value(201, obj));
+            }
+            let key = rt.key(ns, &name);
+            let made = match crate::service_claims::claim(self, &key, &obj, None).await? {
+                Ok(made) => made,
+                Err(crate::service_claims::Taken(r)) => {
+                    if attempt == ATTEMPTS || crate::service_claims::asked_for(&body, r) {
+                        let error = crate::service_claims::taken_error(&obj, r);
+                        return Err(ApiError::invalid(rt, &name, &[error]));
+                    }
+                    let mut avoid = self
+                        .service_alloc_avoid
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
+                    match r {
+                        crate::service_claims::Resource::Ip(ip) => avoid.0.insert(ip),
+                        crate::service_claims::Resource::NodePort(p) => avoid.1.insert(p),
+                    };
+                    continue;
+                }
+            };
+            let stored = to_stored(&mut obj)?;
+            let kv = match self.store.create(&key, stored.clone()).await {
+                Ok(kv) => kv,
+                Err(e) => {
+                    crate::service_claims::release_made(self, made).await;
+                    return Err(match e {
+                        StoreError::AlreadyExists(_) => ApiError::already_exists(rt, &name),
+                        other => other.into(),
+                    });
+                }
+            };
             self.cache
                 .wait_for(kv.mod_revision, Duration::from_secs(3))
                 .await;
+            return Ok(self.created_reply(ctx, obj, &stored, kv.mod_revision));
         }
-        if matches!(ctx.format, Format::Json | Format::Protobuf { .. }) {
-            // The response is the stored encoding with the revision stamped in: no re-encoding.
-            if let Some(bytes) = crate::cache::stamp_resource_version(&stored, kv.mod_revision) {
-                return Ok(Reply::Raw(201, bytes, "application/json"));
-            }
-        }
-        Ok(Reply::Value(201, with_rv(obj, kv.mod_revision)))
+        Err(ApiError::internal(
+            "no free service address or port could be claimed",
+        ))
     }
 
     async fn prepare_create(
@@ -1024,24 +1102,46 @@ impl State {
         if ctx.dry_run() {
             return Ok(Reply::Value(200, new));
         }
+        let service = is_service(rt) && sub.is_none();
         if finished {
             let kv = self
                 .store
                 .delete(&key, Some(old_rev))
                 .await
                 .map_err(|e| map_write_err(rt, name, e))?;
+            if service {
+                crate::service_claims::release_dropped(self, &key, old, None).await;
+            }
             return Ok(Reply::Value(200, with_rv(new, kv.mod_revision)));
         }
         if same_ignoring_resource_version(&new, old) {
             // Nothing changed: upstream skips the write and keeps the resourceVersion.
             return Ok(Reply::Value(200, with_rv(new, old_rev)));
         }
+        let made = if service {
+            match crate::service_claims::claim(self, &key, &new, Some(old)).await? {
+                Ok(made) => Some(made),
+                Err(crate::service_claims::Taken(r)) => {
+                    let error = crate::service_claims::taken_error(&new, r);
+                    return Err(ApiError::invalid(rt, name, &[error]));
+                }
+            }
+        } else {
+            None
+        };
         let bytes = to_stored(&mut new)?;
-        let kv = self
-            .store
-            .update(&key, bytes, Some(old_rev))
-            .await
-            .map_err(|e| map_write_err(rt, name, e))?;
+        let kv = match self.store.update(&key, bytes, Some(old_rev)).await {
+            Ok(kv) => kv,
+            Err(e) => {
+                if let Some(made) = made {
+                    crate::service_claims::release_made(self, made).await;
+                }
+                return Err(map_write_err(rt, name, e));
+            }
+        };
+        if service {
+            crate::service_claims::release_dropped(self, &key, old, Some(&new)).await;
+        }
         Ok(Reply::Value(200, with_rv(new, kv.mod_revision)))
     }
 
@@ -1587,7 +1687,12 @@ impl State {
                     return Ok(Reply::Value(200, old));
                 }
                 match self.store.delete(&key, Some(kv.mod_revision)).await {
-                    Ok(d) => return Ok(Reply::Value(200, with_rv(old, d.mod_revision))),
+                    Ok(d) => {
+                        if is_service(rt) {
+                            crate::service_claims::release_dropped(self, &key, &old, None).await;
+                        }
+                        return Ok(Reply::Value(200, with_rv(old, d.mod_revision)));
+                    }
                     Err(StoreError::Conflict { .. }) => continue,
                     Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(rt, name)),
                     Err(e) => return Err(e.into()),

@@ -120,6 +120,7 @@ impl ApiServer {
             cache,
             options,
             service_lock: tokio::sync::Mutex::new(()),
+            service_alloc_avoid: Default::default(),
             service_alloc_cache: std::sync::Mutex::default(),
             auth,
             kubelet_client: crate::node_proxy::kubelet_client::kubelet_client(&pki)?,

@@ -6,7 +6,8 @@
 //! `nodePort` gets a free one from 30000–32767. Addresses or ports asked for explicitly that are
 //! taken are refused with upstream's messages. What is in use is read from the watch cache; Service
 //! writes hold `State::service_lock` until the cache reflects them, so two writes never see the
-//! same free value.
+//! same free value. Across API servers, `service_claims` claims each choice in the store before
+//! the Service is written.
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
@@ -97,9 +98,9 @@ impl ServiceRanges {
 
 /// What one stored Service holds: its cluster IP and node ports.
 #[derive(Debug, Clone, Default)]
-struct Held {
-    ip: Option<Ipv4Addr>,
-    ports: Vec<u16>,
+pub(crate) struct Held {
+    pub(crate) ip: Option<Ipv4Addr>,
+    pub(crate) ports: Vec<u16>,
 }
 
 /// The allocations of every Service by key, with the revision each was read at: a Service
@@ -110,7 +111,7 @@ pub struct UsedCache {
     by_key: std::collections::HashMap<String, (tandem_store::Revision, Held)>,
 }
 
-fn held(value: &Value) -> Held {
+pub(crate) fn held(value: &Value) -> Held {
     let ip = value
         .pointer("/spec/clusterIP")
         .and_then(Value::as_str)
@@ -169,7 +170,16 @@ pub fn allocate(
     let mut errors = Vec::new();
     let ranges = &state.options.service_ranges;
     let key = crate::meta::name(obj).map(|n| rt.key(crate::meta::namespace(obj), n));
-    let (ips, mut ports) = used(state, rt, key.as_deref());
+    let (mut ips, mut ports) = used(state, rt, key.as_deref());
+    // What another API server claimed in the store and this one's cache does not show yet.
+    {
+        let avoid = state
+            .service_alloc_avoid
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        ips.extend(avoid.0.iter().copied());
+        ports.extend(avoid.1.iter().copied());
+    }
     let kind = obj
         .pointer("/spec/type")
         .and_then(Value::as_str)
