@@ -42,6 +42,15 @@ pub enum BenchCommand {
     /// Ingress controller: HTTP requests/s and latency through the ingress next to the same
     /// requests straight to the backends (stand-ins on loopback), new connections and kept-alive.
     Ingress(crate::bench_ingress::IngressBench),
+    /// `tandem check` over generated manifests: objects/s and peak memory.
+    Check(CheckBench),
+}
+
+#[derive(Args)]
+pub struct CheckBench {
+    /// Objects to generate and check.
+    #[arg(long, default_value_t = 1_000)]
+    objects: usize,
 }
 
 #[derive(Args)]
@@ -197,6 +206,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Services(b) => crate::bench_services::run(b).await,
         BenchCommand::Netpol(b) => crate::bench_netpol::run(b).await,
         BenchCommand::Ingress(b) => crate::bench_ingress::run(b).await,
+        BenchCommand::Check(b) => crate::check::bench(b.objects),
         BenchCommand::Scheduler(b) => {
             for store in b.store.each() {
                 let dir = tempfile::tempdir().context("cannot create a temp dir")?;

@@ -9,6 +9,7 @@ mod bench_rbac;
 mod bench_services;
 mod bench_startup;
 mod bench_wire;
+mod check;
 mod cluster;
 mod cri_node;
 mod failover;
@@ -59,6 +60,9 @@ enum Command {
     /// Copies a stopped cluster's state from one store to another (`--from sqlite:DIR --to
     /// etcd:URL`), so a cluster started on the embedded store can move to etcd.
     Migrate(store::MigrateArgs),
+    /// Checks manifests with no cluster: the API server's validation and Windows admission, and
+    /// the hybrid-cluster pitfalls upstream accepts silently (rule IDs TDM…).
+    Check(check::CheckArgs),
     /// Runs benchmarks and prints their figures.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -198,6 +202,14 @@ fn main() -> anyhow::Result<()> {
             Command::Scheduler(args) => cluster::run_scheduler(args).await,
             Command::Kubeconfig(args) => identity::mint_kubeconfig(&args),
             Command::Migrate(args) => store::run(args).await,
+            Command::Check(args) => match check::run(&args) {
+                Ok(0) => Ok(()),
+                Ok(code) => std::process::exit(code),
+                Err(e) => {
+                    eprintln!("Error: {e:#}");
+                    std::process::exit(2)
+                }
+            },
             Command::Bench(cmd) => bench::run(cmd).await,
         }
     })

@@ -287,5 +287,22 @@ pub fn admit(
     Ok(warnings::windows_warnings(spec, rc.as_ref(), &path))
 }
 
+/// The Windows pitfalls of a pod or workload template (the warnings of [`admit`], with the rule
+/// each breaks), for `tandem check`. Other kinds have none.
+pub fn findings(rt: &ResourceType, obj: &Value, lookups: &dyn Lookups) -> Vec<warnings::Warning> {
+    let Some(location) = pod_spec_location(rt) else {
+        return Vec::new();
+    };
+    let Some(spec) = at(obj, location) else {
+        return Vec::new();
+    };
+    let rc = spec
+        .get("runtimeClassName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .and_then(|n| lookups.runtime_class(n));
+    warnings::windows_findings(spec, rc.as_ref(), &path_of(location))
+}
+
 #[cfg(test)]
 mod tests;

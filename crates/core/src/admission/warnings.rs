@@ -43,6 +43,123 @@ fn is_linux_path(p: &str) -> bool {
 /// The warnings for the pod spec at `path` (`spec`, `spec.template.spec`, …). `runtime_class` is
 /// the RuntimeClass named by `spec.runtimeClassName`, when it exists.
 pub fn windows_warnings(spec: &Value, runtime_class: Option<&Value>, path: &Path) -> Vec<String> {
+    windows_findings(spec, runtime_class, path)
+        .into_iter()
+        .map(|w| w.text)
+        .collect()
+}
+
+/// The pitfalls behind the warnings: why a Windows node cannot honour what the pod asks, or why
+/// its OS or build is left to chance. Each has a stable rule (`tandem check` reports its ID).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Rule {
+    OsNotSet,
+    OsConflict,
+    WindowsImageNotSelected,
+    DnsHostNet,
+    HostNetwork,
+    MemoryEmptyDir,
+    LinuxHostPath,
+    Nfs,
+    SubPath,
+    MountPropagation,
+    BlockDevice,
+    TerminationMessagePath,
+    HugePages,
+    MemoryOvercommit,
+    BuildNotPinned,
+    BuildMismatch,
+}
+
+impl Rule {
+    /// Every rule, in ID order.
+    pub const ALL: [Rule; 16] = [
+        Rule::OsNotSet,
+        Rule::OsConflict,
+        Rule::WindowsImageNotSelected,
+        Rule::DnsHostNet,
+        Rule::HostNetwork,
+        Rule::MemoryEmptyDir,
+        Rule::LinuxHostPath,
+        Rule::Nfs,
+        Rule::SubPath,
+        Rule::MountPropagation,
+        Rule::BlockDevice,
+        Rule::TerminationMessagePath,
+        Rule::HugePages,
+        Rule::MemoryOvercommit,
+        Rule::BuildNotPinned,
+        Rule::BuildMismatch,
+    ];
+
+    /// The stable ID.
+    pub fn id(self) -> &'static str {
+        match self {
+            Rule::OsNotSet => "TDM101",
+            Rule::OsConflict => "TDM102",
+            Rule::WindowsImageNotSelected => "TDM103",
+            Rule::DnsHostNet => "TDM110",
+            Rule::HostNetwork => "TDM111",
+            Rule::MemoryEmptyDir => "TDM120",
+            Rule::LinuxHostPath => "TDM121",
+            Rule::Nfs => "TDM122",
+            Rule::SubPath => "TDM123",
+            Rule::MountPropagation => "TDM124",
+            Rule::BlockDevice => "TDM125",
+            Rule::TerminationMessagePath => "TDM126",
+            Rule::HugePages => "TDM130",
+            Rule::MemoryOvercommit => "TDM131",
+            Rule::BuildNotPinned => "TDM140",
+            Rule::BuildMismatch => "TDM141",
+        }
+    }
+
+    /// Where the rule comes from: the reference document's rule it enforces.
+    pub fn source(self) -> &'static str {
+        match self {
+            Rule::OsNotSet | Rule::OsConflict => {
+                "Windows containers in Kubernetes: set .spec.os.name for Windows pods so the API server enforces what Windows supports"
+            }
+            Rule::WindowsImageNotSelected => {
+                "Common pitfalls: forgetting the nodeSelector sends Windows pods to Linux nodes"
+            }
+            Rule::DnsHostNet | Rule::HostNetwork => {
+                "Networking limitations: host networking is not available to Windows pods (HostProcess only)"
+            }
+            Rule::MemoryEmptyDir
+            | Rule::LinuxHostPath
+            | Rule::Nfs
+            | Rule::SubPath
+            | Rule::MountPropagation
+            | Rule::BlockDevice
+            | Rule::TerminationMessagePath => {
+                "Storage on Windows nodes: emptyDir on disk, Windows host paths, no subPath, mount propagation or block devices"
+            }
+            Rule::HugePages | Rule::MemoryOvercommit => {
+                "Resource management on Windows: no huge pages; no OOM killer, memory overcommit pages to disk"
+            }
+            Rule::BuildNotPinned | Rule::BuildMismatch => {
+                "Windows version compatibility: a process-isolated container needs the host's Windows build"
+            }
+        }
+    }
+}
+
+/// One warning: the rule it breaks and the text `kubectl` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    pub rule: Rule,
+    pub text: String,
+}
+
+impl Warning {
+    fn new(rule: Rule, text: String) -> Warning {
+        Warning { rule, text }
+    }
+}
+
+/// [`windows_warnings`] with the rule of each.
+pub fn windows_findings(spec: &Value, runtime_class: Option<&Value>, path: &Path) -> Vec<Warning> {
     let mut out = Vec::new();
     if !spec.is_object() {
         return out;
@@ -55,15 +172,15 @@ pub fn windows_warnings(spec: &Value, runtime_class: Option<&Value>, path: &Path
         .and_then(PodOs::from_name);
     let selected = selected_os(spec, runtime_class, path);
     match (os_name, &selected) {
-        (None, Some((PodOs::Windows, source))) => out.push(format!(
+        (None, Some((PodOs::Windows, source))) => out.push(Warning::new(Rule::OsNotSet, format!(
             "{os_path}: the pod selects Windows nodes ({source}) but does not set {os_path}: windows, so fields Windows cannot honour are not rejected; set it to windows"
-        )),
-        (Some(PodOs::Linux), Some((PodOs::Windows, source))) => out.push(format!(
+        ))),
+        (Some(PodOs::Linux), Some((PodOs::Windows, source))) => out.push(Warning::new(Rule::OsConflict, format!(
             "{os_path}: linux conflicts with {source}, which selects Windows nodes; a Linux pod cannot run there"
-        )),
-        (Some(PodOs::Windows), Some((PodOs::Linux, source))) => out.push(format!(
+        ))),
+        (Some(PodOs::Windows), Some((PodOs::Linux, source))) => out.push(Warning::new(Rule::OsConflict, format!(
             "{source}: selects Linux nodes but {os_path} is windows; a Windows pod cannot run there"
-        )),
+        ))),
         _ => {}
     }
     let targets_windows =
@@ -76,9 +193,9 @@ pub fn windows_warnings(spec: &Value, runtime_class: Option<&Value>, path: &Path
                 image,
             } = pod_os_at(spec, runtime_class, path).source
         {
-            out.push(format!(
+            out.push(Warning::new(Rule::WindowsImageNotSelected, format!(
                 "{image_path}: {image:?} is a Windows image but the pod does not select Windows nodes; set {os_path}: windows and a {LABEL_OS}: windows node selector (or a Windows RuntimeClass)"
-            ));
+            )));
         }
         return out;
     }
@@ -90,19 +207,19 @@ pub fn windows_warnings(spec: &Value, runtime_class: Option<&Value>, path: &Path
     out
 }
 
-fn pod_warnings(spec: &Value, path: &Path, out: &mut Vec<String>) {
+fn pod_warnings(spec: &Value, path: &Path, out: &mut Vec<Warning>) {
     if spec.get("dnsPolicy").and_then(Value::as_str) == Some("ClusterFirstWithHostNet") {
-        out.push(format!(
+        out.push(Warning::new(Rule::DnsHostNet, format!(
             "{}: ClusterFirstWithHostNet is not supported on Windows nodes, which give pods no host networking; Windows pods always run with a container network",
             path.child("dnsPolicy")
-        ));
+        )));
     }
     if spec.get("hostNetwork").and_then(Value::as_bool) == Some(true) && !is_host_process_pod(spec)
     {
-        out.push(format!(
+        out.push(Warning::new(Rule::HostNetwork, format!(
             "{}: Windows nodes give host networking only to HostProcess pods (securityContext.windowsOptions.hostProcess: true); other Windows pods run with a container network",
             path.child("hostNetwork")
-        ));
+        )));
     }
     for (i, vol) in spec
         .get("volumes")
@@ -119,10 +236,10 @@ fn pod_warnings(spec: &Value, path: &Path, out: &mut Vec<String>) {
             .and_then(Value::as_str)
             == Some("Memory")
         {
-            out.push(format!(
+            out.push(Warning::new(Rule::MemoryEmptyDir, format!(
                 "{}: memory-backed emptyDir volumes are not supported on Windows nodes; the volume uses the node's disk",
                 vp.child("emptyDir").child("medium")
-            ));
+            )));
         }
         if let Some(p) = vol
             .get("hostPath")
@@ -130,21 +247,21 @@ fn pod_warnings(spec: &Value, path: &Path, out: &mut Vec<String>) {
             .and_then(Value::as_str)
             && is_linux_path(p)
         {
-            out.push(format!(
+            out.push(Warning::new(Rule::LinuxHostPath, format!(
                 "{}: {p:?} is a Linux path; Windows hosts use paths like C:\\data or named pipes like \\\\.\\pipe\\docker_engine",
                 vp.child("hostPath").child("path")
-            ));
+            )));
         }
         if vol.get("nfs").is_some_and(|v| !v.is_null()) {
-            out.push(format!(
+            out.push(Warning::new(Rule::Nfs, format!(
                 "{}: NFS volumes are not supported on Windows nodes; use SMB or a CSI driver that supports Windows",
                 vp.child("nfs")
-            ));
+            )));
         }
     }
 }
 
-fn container_warnings(c: &Value, cpath: &Path, out: &mut Vec<String>) {
+fn container_warnings(c: &Value, cpath: &Path, out: &mut Vec<Warning>) {
     for (j, m) in c
         .get("volumeMounts")
         .and_then(Value::as_array)
@@ -159,18 +276,21 @@ fn container_warnings(c: &Value, cpath: &Path, out: &mut Vec<String>) {
                 .and_then(Value::as_str)
                 .is_some_and(|s| !s.is_empty())
             {
-                out.push(format!(
+                out.push(Warning::new(Rule::SubPath, format!(
                     "{}: Windows containers can mount only whole volumes; subpath mounts are not supported on Windows nodes",
                     mp.child(key)
-                ));
+                )));
             }
         }
         if let Some(mode) = m.get("mountPropagation").and_then(Value::as_str)
             && mode != "None"
         {
-            out.push(format!(
-                "{}: mount propagation is not supported on Windows nodes",
-                mp.child("mountPropagation")
+            out.push(Warning::new(
+                Rule::MountPropagation,
+                format!(
+                    "{}: mount propagation is not supported on Windows nodes",
+                    mp.child("mountPropagation")
+                ),
             ));
         }
     }
@@ -178,19 +298,22 @@ fn container_warnings(c: &Value, cpath: &Path, out: &mut Vec<String>) {
         .and_then(Value::as_array)
         .is_some_and(|v| !v.is_empty())
     {
-        out.push(format!(
-            "{}: Windows nodes cannot attach raw block devices to pods",
-            cpath.child("volumeDevices")
+        out.push(Warning::new(
+            Rule::BlockDevice,
+            format!(
+                "{}: Windows nodes cannot attach raw block devices to pods",
+                cpath.child("volumeDevices")
+            ),
         ));
     }
     if let Some(p) = c.get("terminationMessagePath").and_then(Value::as_str)
         && !p.is_empty()
         && p != DEFAULT_TERMINATION_MESSAGE_PATH
     {
-        out.push(format!(
+        out.push(Warning::new(Rule::TerminationMessagePath, format!(
             "{}: Windows cannot map a single file into a container, so the termination message may not be read from {p:?}",
             cpath.child("terminationMessagePath")
-        ));
+        )));
     }
     let resources = c.get("resources");
     for kind in ["limits", "requests"] {
@@ -199,9 +322,12 @@ fn container_warnings(c: &Value, cpath: &Path, out: &mut Vec<String>) {
             .and_then(Value::as_object)
         {
             for name in list.keys().filter(|k| k.starts_with("hugepages-")) {
-                out.push(format!(
-                    "{}: huge pages are not available to Windows containers",
-                    cpath.child("resources").child(kind).key(name)
+                out.push(Warning::new(
+                    Rule::HugePages,
+                    format!(
+                        "{}: huge pages are not available to Windows containers",
+                        cpath.child("resources").child(kind).key(name)
+                    ),
                 ));
             }
         }
@@ -215,16 +341,21 @@ fn container_warnings(c: &Value, cpath: &Path, out: &mut Vec<String>) {
         && let (Some(rq), Some(lq)) = (quantity::from_value(req), quantity::from_value(lim))
         && !rq.cmp_value(lq).is_eq()
     {
-        out.push(format!(
+        out.push(Warning::new(Rule::MemoryOvercommit, format!(
             "{}: {} differs from the memory limit {}; Windows has no OOM killer and pages to disk when memory is overcommitted, so set the request equal to the limit (or leave it unset)",
             cpath.child("resources").child("requests").key("memory"),
             quantity::text(req),
             quantity::text(lim)
-        ));
+        )));
     }
 }
 
-fn build_warnings(spec: &Value, runtime_class: Option<&Value>, path: &Path, out: &mut Vec<String>) {
+fn build_warnings(
+    spec: &Value,
+    runtime_class: Option<&Value>,
+    path: &Path,
+    out: &mut Vec<Warning>,
+) {
     let pin = windows_build_pin(spec, runtime_class, path);
     let host_process = is_host_process_pod(spec);
     for (cpath, c) in containers(spec, path) {
@@ -235,17 +366,17 @@ fn build_warnings(spec: &Value, runtime_class: Option<&Value>, path: &Path, out:
             continue;
         };
         match &pin {
-            None if !host_process => out.push(format!(
+            None if !host_process => out.push(Warning::new(Rule::BuildNotPinned, format!(
                 "{}: tag {tag} names {} ({build}) but no node selector or RuntimeClass pins {LABEL_WINDOWS_BUILD}; on a Windows node of another build the container cannot start",
                 cpath.child("image"),
                 build.product_name()
-            )),
+            ))),
             Some((Some(host), raw, source)) if !host_process && !process_isolation_compatible(ImageBuild(build), HostBuild(*host)) => {
-                out.push(format!(
+                out.push(Warning::new(Rule::BuildMismatch, format!(
                     "{}: tag {tag} names {} ({build}), which cannot run with process isolation on the {LABEL_WINDOWS_BUILD} {raw} that {source} selects",
                     cpath.child("image"),
                     build.product_name()
-                ))
+                )))
             }
             _ => {}
         }

@@ -1,0 +1,152 @@
+//! `tandem check` against golden files: each input in `tests/check/` (bad manifests written for
+//! the rules) and the seed manifests of the reference documents, with the expected report beside
+//! it (`<input>.golden`: the text report, then the exit status). `TANDEM_UPDATE_GOLDEN=1`
+//! rewrites the golden files from the current output (review the diff before committing).
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails by panicking; unwrap says where"
+)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `tandem check ARGS` in `dir` with `stdin`; returns the standard output followed by an
+/// `exit N` line.
+fn check_in(dir: &Path, args: &[&str], stdin: Option<&str>) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tandem"));
+    cmd.arg("check").args(args).current_dir(dir);
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    if let Some(text) = stdin {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    format!(
+        "{}exit {}\n",
+        String::from_utf8_lossy(&out.stdout),
+        out.status.code().unwrap_or(-1)
+    )
+}
+
+/// Compares `actual` with the golden file, or rewrites it when asked to.
+fn golden(name: &str, actual: &str) {
+    let path = crate_dir()
+        .join("tests/check")
+        .join(format!("{name}.golden"));
+    if std::env::var_os("TANDEM_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (TANDEM_UPDATE_GOLDEN=1 writes it)", path.display()));
+    assert_eq!(
+        actual,
+        expected,
+        "tandem check output differs from {}",
+        path.display()
+    );
+}
+
+#[test]
+fn each_rule_reports_its_pitfall_with_file_line_and_rule_id() {
+    for input in [
+        "os-selection.yaml",
+        "windows-limits.yaml",
+        "references.json",
+    ] {
+        let actual = check_in(&crate_dir(), &["-f", &format!("tests/check/{input}")], None);
+        golden(input, &actual);
+    }
+}
+
+#[test]
+fn seed_manifests_report_the_documents_pitfalls_and_the_broken_yaml() {
+    let actual = check_in(&common::seed_dir(), &["-f", "."], None);
+    golden("seed-manifests", &actual);
+    // The mis-indented manifest is the only error; the rest are pitfalls upstream accepts.
+    assert!(
+        actual.contains("./iis-2019-as-published.yaml:29: error: error converting YAML to JSON")
+    );
+    assert!(actual.ends_with("exit 1\n"), "{actual}");
+}
+
+#[test]
+fn json_output_flags_and_standard_input() {
+    let manifest =
+        std::fs::read_to_string(crate_dir().join("tests/check/windows-limits.yaml")).unwrap();
+    // From standard input, as `helm template … | tandem check -f -`, in JSON.
+    let out = check_in(&crate_dir(), &["-f", "-", "-o", "json"], Some(&manifest));
+    let (json, exit) = out.rsplit_once("exit ").unwrap();
+    let report: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(report["objects"], 2);
+    assert_eq!(report["errors"], 0);
+    assert_eq!(report["warnings"], 7);
+    assert_eq!(report["findings"][0]["file"], "-");
+    assert_eq!(report["findings"][0]["rule"], "TDM110");
+    assert_eq!(report["findings"][0]["field"], "spec.dnsPolicy");
+    assert_eq!(exit.trim(), "0", "warnings do not fail by default");
+
+    // --fail-on warning fails on them; --disable drops a rule everywhere.
+    let strict = check_in(
+        &crate_dir(),
+        &[
+            "-f",
+            "-",
+            "--fail-on",
+            "warning",
+            "--disable",
+            "TDM110,TDM111",
+        ],
+        Some(&manifest),
+    );
+    assert!(
+        !strict.contains("TDM110") && !strict.contains("TDM111"),
+        "{strict}"
+    );
+    assert!(strict.contains("warning[TDM121]"), "{strict}");
+    assert!(strict.ends_with("exit 1\n"), "{strict}");
+
+    // A directory is read recursively only with -R; an unreadable path is a usage error.
+    let flat = check_in(&crate_dir(), &["-f", "tests"], None);
+    assert!(flat.starts_with("0 objects in 0 files"), "{flat}");
+    let deep = check_in(
+        &crate_dir(),
+        &["-f", "tests", "-R", "--fail-on", "never"],
+        None,
+    );
+    assert!(deep.contains("tests/check/os-selection.yaml:2:"), "{deep}");
+    assert!(deep.ends_with("exit 0\n"), "{deep}");
+    let missing = Command::new(env!("CARGO_BIN_EXE_tandem"))
+        .args(["check", "-f", "no/such/file.yaml"])
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("cannot read no/such/file.yaml"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+}
