@@ -50,6 +50,52 @@ pub struct CheckArgs {
     /// Rule IDs to skip, `TDM101,TDM140`.
     #[arg(long, value_delimiter = ',')]
     pub disable: Vec<String>,
+    /// The cluster to schedule pods and templates against, as `tandem up --nodes` describes one
+    /// (`linux=3,windows-2019=2,windows-2022=1`); default: `tandem up`'s node pools.
+    #[arg(long)]
+    pub nodes: Option<String>,
+}
+
+/// What a run checks against.
+pub struct CheckOptions {
+    /// Rule IDs turned off.
+    pub disabled: BTreeSet<String>,
+    /// The described cluster's nodes, as the scheduler sees them.
+    pub cluster: tandem_scheduler::Snapshot,
+    /// How the report names the cluster (`linux=1,windows-2019=1,…`).
+    pub cluster_name: String,
+}
+
+impl CheckOptions {
+    /// Options for the cluster `nodes` describes (`tandem up --nodes` syntax; `None` for
+    /// `tandem up`'s default pools).
+    pub fn new(disabled: BTreeSet<String>, nodes: Option<&str>) -> anyhow::Result<CheckOptions> {
+        let (configs, cluster_name) = match nodes {
+            Some(spec) => (
+                tandem_agent::parse_nodes_spec(spec).context("invalid --nodes")?,
+                spec.to_string(),
+            ),
+            None => (
+                tandem_agent::default_nodes(),
+                "linux=1,windows-2019=1,windows-2022=1".to_string(),
+            ),
+        };
+        let mut cluster = tandem_scheduler::Snapshot::new();
+        for config in &configs {
+            let node = tandem_agent::node_status::node(
+                config,
+                "emulated://tandem-check",
+                &[],
+                std::time::SystemTime::now(),
+            );
+            cluster.upsert_node(&node);
+        }
+        Ok(CheckOptions {
+            disabled,
+            cluster,
+            cluster_name,
+        })
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,7 +189,8 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<i32> {
         }
     }
     let disabled: BTreeSet<String> = args.disable.iter().map(|d| d.trim().to_string()).collect();
-    let report = check_texts(&inputs, &disabled);
+    let options = CheckOptions::new(disabled, args.nodes.as_deref())?;
+    let report = check_texts(&inputs, &options);
     match args.output {
         OutputFormat::Text => print_text(&report, std::io::stdout().is_terminal()),
         OutputFormat::Json => println!("{}", to_json(&report)),
@@ -189,7 +236,7 @@ fn files_of(path: &Path, recursive: bool) -> anyhow::Result<Vec<PathBuf>> {
 
 /// Checks the named texts (file name, contents) together: RuntimeClasses and
 /// GMSACredentialSpecs of one are visible to the pods of all.
-pub fn check_texts(inputs: &[(String, String)], disabled: &BTreeSet<String>) -> Report {
+pub fn check_texts(inputs: &[(String, String)], options: &CheckOptions) -> Report {
     let mut report = Report {
         files: inputs.len(),
         ..Report::default()
@@ -207,7 +254,7 @@ pub fn check_texts(inputs: &[(String, String)], disabled: &BTreeSet<String>) -> 
     let registry = Registry::builtin();
     for o in objects {
         report.objects += 1;
-        check_object(&registry, &lookups, o, disabled, &mut report.findings);
+        check_object(&registry, &lookups, o, options, &mut report.findings);
     }
     // In input order, then by line (a document that does not parse is found before the others
     // are checked); findings of one object keep their order.
@@ -328,11 +375,11 @@ fn check_object(
     registry: &Registry,
     lookups: &MapLookups,
     located: Located,
-    disabled: &BTreeSet<String>,
+    check: &CheckOptions,
     findings: &mut Vec<Finding>,
 ) {
     let Located { file, line, object } = located;
-    let mut off: BTreeSet<String> = disabled.clone();
+    let mut off: BTreeSet<String> = check.disabled.clone();
     if let Some(list) = object
         .pointer("/metadata/annotations")
         .and_then(|a| a.get(DISABLE_ANNOTATION))
@@ -467,6 +514,10 @@ fn check_object(
             Some(e.field.clone()),
             e.to_string(),
         );
+    }
+    if let Some((severity, message)) = placement(&rt, &obj, lookups, check) {
+        let rule = (severity == Severity::Warning).then_some("TDM170");
+        push(severity, &label, rule, None, message);
     }
     for w in admission::findings(&rt, &obj, lookups) {
         push(
@@ -626,7 +677,8 @@ pub fn bench(objects: usize) -> anyhow::Result<()> {
         "tandem bench check: {objects} objects in one generated file (Windows and Linux Deployments, Services, a RuntimeClass user, gMSA pods)"
     );
     let started = std::time::Instant::now();
-    let report = check_texts(&inputs, &BTreeSet::new());
+    let options = CheckOptions::new(BTreeSet::new(), None)?;
+    let report = check_texts(&inputs, &options);
     let elapsed = started.elapsed();
     println!(
         "checked {} objects in {:.1} ms = {:.0} objects/s; {} findings",
@@ -640,4 +692,88 @@ pub fn bench(objects: usize) -> anyhow::Result<()> {
         None => println!("peak RSS (VmHWM): unavailable"),
     }
     Ok(())
+}
+
+/// Where the pod (or a pod of the template) could run in the described cluster, with the
+/// scheduler's own filters: a note naming the nodes, or TDM170 with the scheduler's
+/// `0/N nodes are available: …` when none fits. A template's pod first gets what pod admission
+/// adds (its RuntimeClass's node selector and tolerations, the default tolerations).
+fn placement(
+    rt: &ResourceType,
+    obj: &Value,
+    lookups: &MapLookups,
+    check: &CheckOptions,
+) -> Option<(Severity, String)> {
+    let location = admission::pod_spec_location(rt)?;
+    let pointer: String = location.iter().map(|k| format!("/{k}")).collect();
+    let spec = obj.pointer(&pointer)?.clone();
+    // A template's metadata sits beside its spec (`spec.template.metadata`).
+    let template_meta = if location.len() > 1 {
+        let beside: String = location[..location.len() - 1]
+            .iter()
+            .map(|k| format!("/{k}"))
+            .collect();
+        obj.pointer(&format!("{beside}/metadata")).cloned()
+    } else {
+        None
+    };
+    let mut metadata = template_meta
+        .or_else(|| obj.get("metadata").cloned())
+        .unwrap_or_else(|| json!({}));
+    metadata["name"] = json!(name_of(obj));
+    metadata["namespace"] = obj
+        .pointer("/metadata/namespace")
+        .cloned()
+        .unwrap_or_else(|| json!("default"));
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec});
+    let registry = Registry::builtin();
+    let pod_rt = registry.by_kind("v1", "Pod")?;
+    if location.len() > 1 {
+        let options = AdmissionOptions {
+            privileged_allowed: true,
+            warnings: false,
+        };
+        // Errors were reported for the object itself.
+        let _ = admission::admit(
+            Operation::Create,
+            &pod_rt,
+            &mut pod,
+            None,
+            &LenientLookups(lookups),
+            &options,
+        );
+    }
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(pod).ok()?;
+    let mut framework =
+        tandem_scheduler::Framework::new(tandem_scheduler::FrameworkOptions::default());
+    let fits: Vec<&str> = check
+        .cluster
+        .nodes()
+        .iter()
+        .map(|n| n.name.as_str())
+        .filter(|n| framework.fits_node(&check.cluster, &pod, n))
+        .collect();
+    if !fits.is_empty() {
+        return Some((
+            Severity::Note,
+            format!(
+                "schedulable on {} of {} nodes of the described cluster ({}): {}",
+                fits.len(),
+                check.cluster.nodes().len(),
+                check.cluster_name,
+                fits.join(", ")
+            ),
+        ));
+    }
+    let why = match framework.schedule(&check.cluster, &pod) {
+        Ok(p) => format!("the scheduler chose {}", p.node),
+        Err(e) => e.to_string(),
+    };
+    Some((
+        Severity::Warning,
+        format!(
+            "would stay Pending on the described cluster ({}): {why}",
+            check.cluster_name
+        ),
+    ))
 }

@@ -91,6 +91,29 @@ fn seed_manifests_report_the_documents_pitfalls_and_the_broken_yaml() {
         actual.contains("./iis-2019-as-published.yaml:29: error: error converting YAML to JSON")
     );
     assert!(actual.ends_with("exit 1\n"), "{actual}");
+    // Scheduled with the scheduler's own filters on `tandem up`'s pools: the 2019 workloads on
+    // the 2019 node, the pinned 2022 ones on the 2022 node.
+    assert!(actual.contains("./win-webserver.yaml:17: note: Deployment win-webserver: schedulable on 1 of 3 nodes of the described cluster (linux=1,windows-2019=1,windows-2022=1): windows-2019-1"), "{actual}");
+    assert!(actual.contains("./iis-2019.yaml:2: note: Deployment iis-2019: schedulable on 1 of 3 nodes of the described cluster (linux=1,windows-2019=1,windows-2022=1): windows-2019-1"), "{actual}");
+
+    // A cluster without Windows nodes: every Windows workload would stay Pending, and the
+    // scheduler says why.
+    let linux_only = check_in(
+        &common::seed_dir(),
+        &["-f", ".", "--nodes", "linux=2"],
+        None,
+    );
+    let pending: Vec<&str> = linux_only
+        .lines()
+        .filter(|l| l.contains("warning[TDM170]"))
+        .collect();
+    assert_eq!(pending.len(), 6, "{linux_only}");
+    assert!(
+        pending.iter().all(|l| l.contains(
+            "would stay Pending on the described cluster (linux=2): 0/2 nodes are available: 2 node(s) run linux, pod requires windows"
+        )),
+        "{linux_only}"
+    );
 }
 
 #[test]
@@ -103,10 +126,11 @@ fn json_output_flags_and_standard_input() {
     let report: serde_json::Value = serde_json::from_str(json).unwrap();
     assert_eq!(report["objects"], 2);
     assert_eq!(report["errors"], 0);
-    assert_eq!(report["warnings"], 7);
+    assert_eq!(report["warnings"], 9);
     assert_eq!(report["findings"][0]["file"], "-");
-    assert_eq!(report["findings"][0]["rule"], "TDM110");
-    assert_eq!(report["findings"][0]["field"], "spec.dnsPolicy");
+    assert_eq!(report["findings"][1]["rule"], "TDM110");
+    assert_eq!(report["findings"][1]["field"], "spec.dnsPolicy");
+    assert_eq!(report["findings"][0]["rule"], "TDM170");
     assert_eq!(exit.trim(), "0", "warnings do not fail by default");
 
     // --fail-on warning fails on them; --disable drops a rule everywhere.
