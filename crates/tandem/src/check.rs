@@ -41,7 +41,7 @@ pub struct CheckArgs {
     /// Descend into subdirectories.
     #[arg(short = 'R', long)]
     pub recursive: bool,
-    /// `text` for people, `json` for tools.
+    /// `text` for people, `json` for tools, `sarif` for code-scanning CI.
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
     /// The lowest severity that makes the command fail.
@@ -102,6 +102,7 @@ impl CheckOptions {
 pub enum OutputFormat {
     Text,
     Json,
+    Sarif,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,6 +195,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<i32> {
     match args.output {
         OutputFormat::Text => print_text(&report, std::io::stdout().is_terminal()),
         OutputFormat::Json => println!("{}", to_json(&report)),
+        OutputFormat::Sarif => println!("{}", to_sarif(&report)),
     }
     let threshold = match args.fail_on {
         FailOn::Error => Some(Severity::Error),
@@ -252,10 +254,18 @@ pub fn check_texts(inputs: &[(String, String)], options: &CheckOptions) -> Repor
         lookups.insert(o.object.clone());
     }
     let registry = Registry::builtin();
+    let mut checked = Vec::new();
     for o in objects {
         report.objects += 1;
-        check_object(&registry, &lookups, o, options, &mut report.findings);
+        checked.extend(check_object(
+            &registry,
+            &lookups,
+            o,
+            options,
+            &mut report.findings,
+        ));
     }
+    service_rules(&checked, &lookups, options, &mut report.findings);
     // In input order, then by line (a document that does not parse is found before the others
     // are checked); findings of one object keep their order.
     let order = |file: &str| {
@@ -377,7 +387,7 @@ fn check_object(
     located: Located,
     check: &CheckOptions,
     findings: &mut Vec<Finding>,
-) {
+) -> Option<Checked> {
     let Located { file, line, object } = located;
     let mut off: BTreeSet<String> = check.disabled.clone();
     if let Some(list) = object
@@ -421,7 +431,7 @@ fn check_object(
             None,
             format!("error validating data: {missing} not set"),
         );
-        return;
+        return None;
     };
     let Some(rt) = registry.by_kind(api_version, kind) else {
         push(
@@ -433,14 +443,14 @@ fn check_object(
                 "no built-in kind {kind} in {api_version}: not checked (a custom resource's schema is known only to a cluster that has its CRD)"
             ),
         );
-        return;
+        return None;
     };
     let label = describe(&object, rt.namespaced);
     let decoded = match tandem_core::typed::roundtrip(&rt, object) {
         Ok(d) => d,
         Err(e) => {
             push(Severity::Error, &label, None, None, e.to_string());
-            return;
+            return None;
         }
     };
     for field in &decoded.unknown_fields {
@@ -516,7 +526,12 @@ fn check_object(
         );
     }
     if let Some((severity, message)) = placement(&rt, &obj, lookups, check) {
-        let rule = (severity == Severity::Warning).then_some("TDM170");
+        let rule = if severity == Severity::Warning {
+            "TDM170"
+        } else {
+            "TDM171"
+        };
+        let rule = Some(rule);
         push(severity, &label, rule, None, message);
     }
     for w in admission::findings(&rt, &obj, lookups) {
@@ -528,6 +543,14 @@ fn check_object(
             format!("{} (rule: {})", w.text, w.rule.source()),
         );
     }
+    Some(Checked {
+        file,
+        line,
+        label,
+        off,
+        rt,
+        object: obj,
+    })
 }
 
 fn name_of(obj: &Value) -> &str {
@@ -776,4 +799,269 @@ fn placement(
             check.cluster_name
         ),
     ))
+}
+
+/// An object that decoded, defaulted, with where it came from.
+struct Checked {
+    file: String,
+    line: usize,
+    label: String,
+    /// Rules turned off for it.
+    off: BTreeSet<String>,
+    rt: std::sync::Arc<ResourceType>,
+    object: Value,
+}
+
+/// How many pods a workload runs, and whether they run Windows.
+struct Backends {
+    namespace: String,
+    labels: serde_json::Map<String, Value>,
+    count: usize,
+    windows: bool,
+}
+
+/// The pods each checked object runs (templates with their replicas).
+fn backends(checked: &[Checked], lookups: &MapLookups, check: &CheckOptions) -> Vec<Backends> {
+    let windows_nodes = check
+        .cluster
+        .nodes()
+        .iter()
+        .filter(|n| n.os == tandem_scheduler::os::Os::Windows)
+        .count();
+    let mut out = Vec::new();
+    for c in checked {
+        let Some(location) = admission::pod_spec_location(&c.rt) else {
+            continue;
+        };
+        let pointer: String = location.iter().map(|k| format!("/{k}")).collect();
+        let Some(spec) = c.object.pointer(&pointer) else {
+            continue;
+        };
+        let labels_pointer = if location.len() > 1 {
+            let beside: String = location[..location.len() - 1]
+                .iter()
+                .map(|k| format!("/{k}"))
+                .collect();
+            format!("{beside}/metadata/labels")
+        } else {
+            "/metadata/labels".to_string()
+        };
+        let labels = c
+            .object
+            .pointer(&labels_pointer)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let rc = spec
+            .get("runtimeClassName")
+            .and_then(Value::as_str)
+            .and_then(|n| lookups.runtime_class(n));
+        let path = location
+            .iter()
+            .fold(tandem_core::field::Path::default(), |p, k| p.child(k));
+        let windows = tandem_core::windows::pod_os_at(spec, rc.as_ref(), &path).os
+            == tandem_core::windows::PodOs::Windows;
+        let replicas = |ptr: &str| {
+            c.object
+                .pointer(ptr)
+                .and_then(Value::as_u64)
+                .map_or(1, |n| usize::try_from(n).unwrap_or(usize::MAX))
+        };
+        let count = match c.rt.kind.as_str() {
+            "Pod" => 1,
+            "DaemonSet" if windows => windows_nodes,
+            "DaemonSet" => check.cluster.nodes().len() - windows_nodes,
+            "Job" => replicas("/spec/parallelism"),
+            "CronJob" => replicas("/spec/jobTemplate/spec/parallelism"),
+            "PodTemplate" => 0,
+            _ => replicas("/spec/replicas"),
+        };
+        out.push(Backends {
+            namespace: c
+                .object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("default")
+                .to_string(),
+            labels,
+            count,
+            windows,
+        });
+    }
+    out
+}
+
+/// The Service rules of the Windows data plane, from the reference documents' list of what
+/// Windows nodes do not support: TDM150 more than 64 backends for one Service, TDM151
+/// `externalTrafficPolicy: Local` (non-DSR), TDM152 a session affinity timeout (Windows keeps
+/// its own).
+fn service_rules(
+    checked: &[Checked],
+    lookups: &MapLookups,
+    check: &CheckOptions,
+    findings: &mut Vec<Finding>,
+) {
+    const SOURCE: &str = "Networking limitations: not supported on Windows nodes";
+    let pods = backends(checked, lookups, check);
+    for c in checked
+        .iter()
+        .filter(|c| c.rt.group.is_empty() && c.rt.kind == "Service")
+    {
+        let Some(selector) = c
+            .object
+            .pointer("/spec/selector")
+            .and_then(Value::as_object)
+        else {
+            continue;
+        };
+        if selector.is_empty() {
+            continue;
+        }
+        let namespace = c
+            .object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        let windows: usize = pods
+            .iter()
+            .filter(|p| {
+                p.windows
+                    && p.namespace == namespace
+                    && selector.iter().all(|(k, v)| p.labels.get(k) == Some(v))
+            })
+            .map(|p| p.count)
+            .sum();
+        if windows == 0 {
+            continue;
+        }
+        let mut push = |rule: &'static str, field: &str, message: String| {
+            if c.off.contains(rule) {
+                return;
+            }
+            findings.push(Finding {
+                file: c.file.clone(),
+                line: c.line,
+                object: c.label.clone(),
+                severity: Severity::Warning,
+                rule: Some(rule),
+                field: Some(field.to_string()),
+                message: format!("{message} (rule: {SOURCE})"),
+            });
+        };
+        if windows > 64 {
+            push(
+                "TDM150",
+                "spec.selector",
+                format!(
+                    "spec.selector: selects {windows} Windows pods; Windows nodes load-balance a Service over at most 64 backends, so the rest get no traffic from Windows nodes"
+                ),
+            );
+        }
+        if c.object
+            .pointer("/spec/externalTrafficPolicy")
+            .and_then(Value::as_str)
+            == Some("Local")
+        {
+            push(
+                "TDM151",
+                "spec.externalTrafficPolicy",
+                "spec.externalTrafficPolicy: Local is not supported by Windows nodes in non-DSR mode; their pods get the Service's traffic as Cluster".to_string(),
+            );
+        }
+        if let Some(t) = c
+            .object
+            .pointer("/spec/sessionAffinityConfig/clientIP/timeoutSeconds")
+            .and_then(Value::as_u64)
+            && c.object
+                .pointer("/spec/sessionAffinity")
+                .and_then(Value::as_str)
+                == Some("ClientIP")
+        {
+            push(
+                "TDM152",
+                "spec.sessionAffinityConfig.clientIP.timeoutSeconds",
+                format!(
+                    "spec.sessionAffinityConfig.clientIP.timeoutSeconds: {t} is ignored by Windows nodes, which keep client affinity with their own timeout"
+                ),
+            );
+        }
+    }
+}
+
+/// The SARIF 2.1.0 report, for code-scanning CI (GitHub, GitLab): one run of the tool with the
+/// rules it reported, one result per finding. Refusals of the API server itself carry TDM000.
+fn to_sarif(report: &Report) -> Value {
+    let rule_of = |f: &Finding| f.rule.unwrap_or("TDM000");
+    let ids: BTreeSet<&str> = report.findings.iter().map(rule_of).collect();
+    let rules: Vec<Value> = ids
+        .iter()
+        .map(|id| {
+            json!({
+                "id": id,
+                "shortDescription": {"text": rule_description(id)},
+            })
+        })
+        .collect();
+    let results: Vec<Value> = report
+        .findings
+        .iter()
+        .map(|f| {
+            let level = match f.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+                Severity::Note => "note",
+            };
+            let text = if f.object.is_empty() {
+                f.message.clone()
+            } else {
+                format!("{}: {}", f.object, f.message)
+            };
+            json!({
+                "ruleId": rule_of(f),
+                "level": level,
+                "message": {"text": text},
+                "locations": [{"physicalLocation": {
+                    "artifactLocation": {"uri": f.file},
+                    "region": {"startLine": f.line},
+                }}],
+            })
+        })
+        .collect();
+    json!({
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "tandem check",
+                "informationUri": "https://github.com/tandem/tandem",
+                "version": env!("CARGO_PKG_VERSION"),
+                "rules": rules,
+            }},
+            "results": results,
+        }],
+    })
+}
+
+/// One line on what a rule finds.
+fn rule_description(id: &str) -> String {
+    if let Some(rule) = tandem_core::admission::warnings::Rule::ALL
+        .iter()
+        .find(|r| r.id() == id)
+    {
+        return rule.source().to_string();
+    }
+    match id {
+        "TDM000" => "The API server refuses the object (decoding, validation or admission)",
+        "TDM001" => "A kind tandem does not know offline (a custom resource): not checked",
+        "TDM002" => "A field the type does not have (often a key moved by its indentation)",
+        "TDM150" => "More than 64 Windows backends for one Service",
+        "TDM151" => "externalTrafficPolicy: Local on Windows nodes (non-DSR)",
+        "TDM152" => "A session affinity timeout Windows nodes ignore",
+        "TDM160" => "A RuntimeClass the manifests do not define",
+        "TDM161" => "A gMSA credential spec the manifests do not define",
+        "TDM170" => "A pod or template no node of the described cluster can run",
+        "TDM171" => "Where a pod or template can run in the described cluster",
+        _ => "tandem check rule",
+    }
+    .to_string()
 }

@@ -93,8 +93,8 @@ fn seed_manifests_report_the_documents_pitfalls_and_the_broken_yaml() {
     assert!(actual.ends_with("exit 1\n"), "{actual}");
     // Scheduled with the scheduler's own filters on `tandem up`'s pools: the 2019 workloads on
     // the 2019 node, the pinned 2022 ones on the 2022 node.
-    assert!(actual.contains("./win-webserver.yaml:17: note: Deployment win-webserver: schedulable on 1 of 3 nodes of the described cluster (linux=1,windows-2019=1,windows-2022=1): windows-2019-1"), "{actual}");
-    assert!(actual.contains("./iis-2019.yaml:2: note: Deployment iis-2019: schedulable on 1 of 3 nodes of the described cluster (linux=1,windows-2019=1,windows-2022=1): windows-2019-1"), "{actual}");
+    assert!(actual.contains("./win-webserver.yaml:17: note[TDM171]: Deployment win-webserver: schedulable on 1 of 3 nodes of the described cluster (linux=1,windows-2019=1,windows-2022=1): windows-2019-1"), "{actual}");
+    assert!(actual.contains("./iis-2019.yaml:2: note[TDM171]: Deployment iis-2019: schedulable on 1 of 3 nodes of the described cluster (linux=1,windows-2019=1,windows-2022=1): windows-2019-1"), "{actual}");
 
     // A cluster without Windows nodes: every Windows workload would stay Pending, and the
     // scheduler says why.
@@ -152,6 +152,40 @@ fn json_output_flags_and_standard_input() {
     );
     assert!(strict.contains("warning[TDM121]"), "{strict}");
     assert!(strict.ends_with("exit 1\n"), "{strict}");
+
+    // SARIF for code scanning: the rules reported, one result per finding with its location.
+    let out = check_in(
+        &crate_dir(),
+        &["-f", "tests/check/services.yaml", "-o", "sarif"],
+        None,
+    );
+    let (sarif, _) = out.rsplit_once("exit ").unwrap();
+    let sarif: serde_json::Value = serde_json::from_str(sarif).unwrap();
+    assert_eq!(sarif["version"], "2.1.0");
+    let run = &sarif["runs"][0];
+    assert_eq!(run["tool"]["driver"]["name"], "tandem check");
+    let rules: Vec<&str> = run["tool"]["driver"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert_eq!(rules, ["TDM150", "TDM151", "TDM152", "TDM171"]);
+    let tdm150 = run["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["ruleId"] == "TDM150")
+        .unwrap();
+    assert_eq!(tdm150["level"], "warning");
+    assert_eq!(
+        tdm150["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+        "tests/check/services.yaml"
+    );
+    assert_eq!(
+        tdm150["locations"][0]["physicalLocation"]["region"]["startLine"],
+        17
+    );
 
     // A directory is read recursively only with -R; an unreadable path is a usage error.
     let flat = check_in(&crate_dir(), &["-f", "tests"], None);
