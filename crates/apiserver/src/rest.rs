@@ -806,7 +806,7 @@ impl State {
         ns: Option<&str>,
         body: Value,
     ) -> ApiResult<Reply> {
-        const ATTEMPTS: usize = 4;
+        const ATTEMPTS: usize = 8;
         for attempt in 1..=ATTEMPTS {
             let mut obj = self.prepare_create(ctx, rt, ns, body.clone()).await?;
             let name = meta::name(&obj).unwrap_or_default().to_string();

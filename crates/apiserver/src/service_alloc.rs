@@ -172,14 +172,18 @@ pub fn allocate(
     let key = crate::meta::name(obj).map(|n| rt.key(crate::meta::namespace(obj), n));
     let (mut ips, mut ports) = used(state, rt, key.as_deref());
     // What another API server claimed in the store and this one's cache does not show yet.
-    {
+    // Once that happened, the other server is allocating too: scan from a random place, as
+    // upstream's allocators do, rather than race it for the same next value again.
+    let contended = {
         let avoid = state
             .service_alloc_avoid
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         ips.extend(avoid.0.iter().copied());
         ports.extend(avoid.1.iter().copied());
-    }
+        !avoid.0.is_empty() || !avoid.1.is_empty()
+    };
+    let random = || uuid::Uuid::new_v4().as_u128();
     let kind = obj
         .pointer("/spec/type")
         .and_then(Value::as_str)
@@ -217,7 +221,14 @@ pub fn allocate(
             // Skip the network address, .1 (the kubernetes Service) and .10 (cluster DNS) unless
             // asked for explicitly, and the broadcast address.
             let mut chosen = None;
-            for n in 2..ranges.size().saturating_sub(1) {
+            let candidates = ranges.size().saturating_sub(3);
+            let offset = if contended && candidates > 0 {
+                u32::try_from(random() % u128::from(candidates)).unwrap_or(0)
+            } else {
+                0
+            };
+            for k in 0..candidates {
+                let n = 2 + (offset + k) % candidates;
                 let addr = ranges.nth(n);
                 if n == 10 || ips.contains(&addr) {
                     continue;
@@ -249,7 +260,12 @@ pub fn allocate(
         let old_ports: HashSet<u16> = old
             .map(|o| held(o).ports.into_iter().collect())
             .unwrap_or_default();
-        let mut next = ranges.node_port_min;
+        let span = u32::from(ranges.node_port_max - ranges.node_port_min) + 1;
+        let mut offset = if contended {
+            u32::try_from(random() % u128::from(span)).unwrap_or(0)
+        } else {
+            0
+        };
         if let Some(list) = obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
             for (i, p) in list.iter_mut().enumerate() {
                 match p
@@ -279,10 +295,12 @@ pub fn allocate(
                         }
                     }
                     None => {
-                        while next <= ranges.node_port_max && ports.contains(&next) {
-                            next += 1;
-                        }
-                        if next > ranges.node_port_max {
+                        // The first free port from `offset` on, wrapping once around the range.
+                        let free = (0..span).map(|k| (offset + k) % span).find_map(|k| {
+                            let port = u16::try_from(u32::from(ranges.node_port_min) + k).ok()?;
+                            (!ports.contains(&port)).then_some((k, port))
+                        });
+                        let Some((k, port)) = free else {
                             errors.push(FieldError::new(
                                 tandem_core::field::ErrorKind::Invalid,
                                 format!("spec.ports[{i}].nodePort"),
@@ -290,9 +308,10 @@ pub fn allocate(
                                 "failed to allocate a nodePort: range is full",
                             ));
                             continue;
-                        }
-                        p["nodePort"] = json!(next);
-                        ports.insert(next);
+                        };
+                        offset = k;
+                        p["nodePort"] = json!(port);
+                        ports.insert(port);
                     }
                 }
             }
