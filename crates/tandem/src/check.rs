@@ -52,8 +52,12 @@ pub struct CheckArgs {
     pub disable: Vec<String>,
     /// The cluster to schedule pods and templates against, as `tandem up --nodes` describes one
     /// (`linux=3,windows-2019=2,windows-2022=1`); default: `tandem up`'s node pools.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "cluster")]
     pub nodes: Option<String>,
+    /// A kubeconfig: use that live cluster's Nodes, RuntimeClasses and GMSACredentialSpecs
+    /// (read only: list calls, nothing is written).
+    #[arg(long, value_name = "KUBECONFIG")]
+    pub cluster: Option<PathBuf>,
 }
 
 /// What a run checks against.
@@ -64,6 +68,9 @@ pub struct CheckOptions {
     pub cluster: tandem_scheduler::Snapshot,
     /// How the report names the cluster (`linux=1,windows-2019=1,…`).
     pub cluster_name: String,
+    /// RuntimeClasses and GMSACredentialSpecs of a live cluster (`--cluster`), beside those of
+    /// the manifests.
+    pub cluster_objects: Vec<Value>,
 }
 
 impl CheckOptions {
@@ -94,6 +101,67 @@ impl CheckOptions {
             disabled,
             cluster,
             cluster_name,
+            cluster_objects: Vec::new(),
+        })
+    }
+
+    /// Options for the live cluster `kubeconfig` names: its Nodes to schedule against, its
+    /// RuntimeClasses and GMSACredentialSpecs to look up. Only lists are sent.
+    pub async fn from_cluster(
+        disabled: BTreeSet<String>,
+        kubeconfig: &Path,
+    ) -> anyhow::Result<CheckOptions> {
+        use k8s_openapi::api::core::v1::Node;
+        use k8s_openapi::api::node::v1::RuntimeClass;
+        use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+        let client = crate::cluster::client_from(kubeconfig)
+            .await
+            .with_context(|| format!("cannot use --cluster {}", kubeconfig.display()))?;
+        let list = ListParams::default();
+        let nodes = Api::<Node>::all(client.clone())
+            .list(&list)
+            .await
+            .context("cannot list the cluster's Nodes")?;
+        let mut cluster = tandem_scheduler::Snapshot::new();
+        for node in &nodes.items {
+            cluster.upsert_node(node);
+        }
+        let mut cluster_objects = Vec::new();
+        let classes = Api::<RuntimeClass>::all(client.clone())
+            .list(&list)
+            .await
+            .context("cannot list the cluster's RuntimeClasses")?;
+        for rc in classes.items {
+            let mut v = serde_json::to_value(rc).context("a RuntimeClass")?;
+            v["kind"] = json!("RuntimeClass");
+            cluster_objects.push(v);
+        }
+        let gvk = GroupVersionKind::gvk("windows.k8s.io", "v1", "GMSACredentialSpec");
+        let resource = ApiResource::from_gvk_with_plural(&gvk, "gmsacredentialspecs");
+        // A cluster without the gMSA kind has no specs to find.
+        if let Ok(specs) = Api::<DynamicObject>::all_with(client, &resource)
+            .list(&list)
+            .await
+        {
+            for spec in specs.items {
+                let mut v = serde_json::to_value(spec).context("a GMSACredentialSpec")?;
+                v["kind"] = json!("GMSACredentialSpec");
+                cluster_objects.push(v);
+            }
+        }
+        let server = kube::config::Kubeconfig::read_from(kubeconfig)
+            .ok()
+            .and_then(|k| {
+                k.clusters
+                    .first()
+                    .and_then(|c| c.cluster.as_ref()?.server.clone())
+            })
+            .unwrap_or_else(|| kubeconfig.display().to_string());
+        Ok(CheckOptions {
+            disabled,
+            cluster_name: format!("{} nodes of {server}", nodes.items.len()),
+            cluster,
+            cluster_objects,
         })
     }
 }
@@ -172,7 +240,7 @@ struct Located {
 }
 
 /// `tandem check`: returns the process exit status.
-pub fn run(args: &CheckArgs) -> anyhow::Result<i32> {
+pub async fn run(args: &CheckArgs) -> anyhow::Result<i32> {
     let mut inputs = Vec::new();
     for f in &args.files {
         if f == "-" {
@@ -190,7 +258,10 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<i32> {
         }
     }
     let disabled: BTreeSet<String> = args.disable.iter().map(|d| d.trim().to_string()).collect();
-    let options = CheckOptions::new(disabled, args.nodes.as_deref())?;
+    let options = match &args.cluster {
+        Some(kubeconfig) => CheckOptions::from_cluster(disabled, kubeconfig).await?,
+        None => CheckOptions::new(disabled, args.nodes.as_deref())?,
+    };
     let report = check_texts(&inputs, &options);
     match args.output {
         OutputFormat::Text => print_text(&report, std::io::stdout().is_terminal()),
@@ -250,8 +321,12 @@ pub fn check_texts(inputs: &[(String, String)], options: &CheckOptions) -> Repor
         }
     }
     let mut lookups = MapLookups::default();
-    for o in &objects {
-        lookups.insert(o.object.clone());
+    for o in options
+        .cluster_objects
+        .iter()
+        .chain(objects.iter().map(|o| &o.object))
+    {
+        lookups.insert(o.clone());
     }
     let registry = Registry::builtin();
     let mut checked = Vec::new();

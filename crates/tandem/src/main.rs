@@ -202,7 +202,7 @@ fn main() -> anyhow::Result<()> {
             Command::Scheduler(args) => cluster::run_scheduler(args).await,
             Command::Kubeconfig(args) => identity::mint_kubeconfig(&args),
             Command::Migrate(args) => store::run(args).await,
-            Command::Check(args) => match check::run(&args) {
+            Command::Check(args) => match check::run(&args).await {
                 Ok(0) => Ok(()),
                 Ok(code) => std::process::exit(code),
                 Err(e) => {

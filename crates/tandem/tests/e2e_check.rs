@@ -76,6 +76,8 @@ fn each_rule_reports_its_pitfall_with_file_line_and_rule_id() {
         "os-selection.yaml",
         "windows-limits.yaml",
         "references.json",
+        "services.yaml",
+        "tolerations.yaml",
     ] {
         let actual = check_in(&crate_dir(), &["-f", &format!("tests/check/{input}")], None);
         golden(input, &actual);
@@ -206,5 +208,50 @@ fn json_output_flags_and_standard_input() {
         String::from_utf8_lossy(&missing.stderr).contains("cannot read no/such/file.yaml"),
         "{}",
         String::from_utf8_lossy(&missing.stderr)
+    );
+}
+
+/// `--cluster`: the nodes, RuntimeClasses of a live `tandem up` (read only), instead of the
+/// described pools: the seed Deployment that names RuntimeClass `windows-2019` finds it in the
+/// cluster and is placed on the cluster's two Windows Server 2019 nodes.
+#[test]
+fn cluster_flag_checks_against_a_live_clusters_nodes_and_runtime_classes() {
+    let s = common::Server::start_up(Some("linux=1,windows-2019=2"));
+    s.eventually("three nodes", std::time::Duration::from_secs(60), || {
+        let out = s.kubectl(&["get", "nodes", "--no-headers"]);
+        (out.success() && out.ok().lines().count() == 3).then_some(())
+    });
+    let seeds = common::seed_dir();
+    let kubeconfig = s.kubeconfig();
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    // Before the RuntimeClass exists in the cluster, the check says the API server would refuse.
+    let before = check_in(
+        &seeds,
+        &["--cluster", kubeconfig, "-f", "iis-2019.yaml"],
+        None,
+    );
+    assert!(before.contains("warning[TDM160]"), "{before}");
+    s.kubectl(&["apply", "-f", &common::seed("runtimeClasses.yml")])
+        .ok();
+    let after = check_in(
+        &seeds,
+        &["--cluster", kubeconfig, "-f", "iis-2019.yaml"],
+        None,
+    );
+    assert!(!after.contains("TDM160"), "{after}");
+    let placed = after
+        .lines()
+        .find(|l| l.contains("note[TDM171]: Deployment iis-2019"))
+        .unwrap_or_else(|| panic!("{after}"));
+    assert!(
+        placed.contains(
+            "schedulable on 2 of 3 nodes of the described cluster (3 nodes of https://127.0.0.1:"
+        ) && placed.ends_with("windows-2019-1, windows-2019-2"),
+        "{placed}"
+    );
+    // Nothing was written to the cluster.
+    assert!(
+        s.get_json(&["deployment", "iis-2019"]).is_none(),
+        "check must not create anything"
     );
 }

@@ -56,6 +56,7 @@ pub enum Rule {
     OsNotSet,
     OsConflict,
     WindowsImageNotSelected,
+    TolerationWithoutSelector,
     DnsHostNet,
     HostNetwork,
     MemoryEmptyDir,
@@ -65,6 +66,7 @@ pub enum Rule {
     MountPropagation,
     BlockDevice,
     TerminationMessagePath,
+    ReadOnlyRootFilesystem,
     HugePages,
     MemoryOvercommit,
     BuildNotPinned,
@@ -73,10 +75,11 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, in ID order.
-    pub const ALL: [Rule; 16] = [
+    pub const ALL: [Rule; 18] = [
         Rule::OsNotSet,
         Rule::OsConflict,
         Rule::WindowsImageNotSelected,
+        Rule::TolerationWithoutSelector,
         Rule::DnsHostNet,
         Rule::HostNetwork,
         Rule::MemoryEmptyDir,
@@ -86,6 +89,7 @@ impl Rule {
         Rule::MountPropagation,
         Rule::BlockDevice,
         Rule::TerminationMessagePath,
+        Rule::ReadOnlyRootFilesystem,
         Rule::HugePages,
         Rule::MemoryOvercommit,
         Rule::BuildNotPinned,
@@ -98,6 +102,7 @@ impl Rule {
             Rule::OsNotSet => "TDM101",
             Rule::OsConflict => "TDM102",
             Rule::WindowsImageNotSelected => "TDM103",
+            Rule::TolerationWithoutSelector => "TDM104",
             Rule::DnsHostNet => "TDM110",
             Rule::HostNetwork => "TDM111",
             Rule::MemoryEmptyDir => "TDM120",
@@ -107,6 +112,7 @@ impl Rule {
             Rule::MountPropagation => "TDM124",
             Rule::BlockDevice => "TDM125",
             Rule::TerminationMessagePath => "TDM126",
+            Rule::ReadOnlyRootFilesystem => "TDM127",
             Rule::HugePages => "TDM130",
             Rule::MemoryOvercommit => "TDM131",
             Rule::BuildNotPinned => "TDM140",
@@ -122,6 +128,12 @@ impl Rule {
             }
             Rule::WindowsImageNotSelected => {
                 "Common pitfalls: forgetting the nodeSelector sends Windows pods to Linux nodes"
+            }
+            Rule::TolerationWithoutSelector => {
+                "Taints and tolerations: a pod needs both the nodeSelector and the matching toleration to choose Windows"
+            }
+            Rule::ReadOnlyRootFilesystem => {
+                "Security context on Windows: readOnlyRootFilesystem is not possible; write access is required for registry and system processes"
             }
             Rule::DnsHostNet | Rule::HostNetwork => {
                 "Networking limitations: host networking is not available to Windows pods (HostProcess only)"
@@ -186,6 +198,12 @@ pub fn windows_findings(spec: &Value, runtime_class: Option<&Value>, path: &Path
     let targets_windows =
         os_name == Some(PodOs::Windows) || matches!(selected, Some((PodOs::Windows, _)));
     if !targets_windows {
+        if let Some(i) = windows_toleration(spec) {
+            out.push(Warning::new(Rule::TolerationWithoutSelector, format!(
+                "{}: tolerating the Windows nodes' taint lets the pod run there but does not send it there; add a {LABEL_OS}: windows node selector (or a Windows RuntimeClass) so it cannot land on a Linux node",
+                path.child("tolerations").index(i)
+            )));
+        }
         if os_name.is_none()
             && selected.is_none()
             && let OsSource::Image {
@@ -205,6 +223,16 @@ pub fn windows_findings(spec: &Value, runtime_class: Option<&Value>, path: &Path
     }
     build_warnings(spec, runtime_class, path, &mut out);
     out
+}
+
+/// The index of a toleration of the Windows nodes' taint (`os=windows`, as the reference
+/// documents taint them), when the pod has one.
+fn windows_toleration(spec: &Value) -> Option<usize> {
+    spec.get("tolerations")?.as_array()?.iter().position(|t| {
+        let key = t.get("key").and_then(Value::as_str);
+        let value = t.get("value").and_then(Value::as_str);
+        matches!(key, Some("os" | LABEL_OS)) && value == Some("windows")
+    })
 }
 
 fn pod_warnings(spec: &Value, path: &Path, out: &mut Vec<Warning>) {
@@ -293,6 +321,15 @@ fn container_warnings(c: &Value, cpath: &Path, out: &mut Vec<Warning>) {
                 ),
             ));
         }
+    }
+    if c.pointer("/securityContext/readOnlyRootFilesystem")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
+        out.push(Warning::new(Rule::ReadOnlyRootFilesystem, format!(
+            "{}: a read-only root filesystem is not possible on Windows; write access is required for the registry and system processes inside the container",
+            cpath.child("securityContext").child("readOnlyRootFilesystem")
+        )));
     }
     if c.get("volumeDevices")
         .and_then(Value::as_array)
@@ -598,6 +635,43 @@ mod tests {
         let forward = json!({"os": {"name": "windows"}, "nodeSelector": {"node.kubernetes.io/windows-build": "10.0.26100"},
             "containers": [{"name": "c", "image": "myregistry.io/billing-app:v4.8-ltsc2022"}]});
         assert_eq!(warn(&forward), Vec::<String>::new());
+    }
+
+    #[test]
+    fn toleration_of_the_windows_taint_without_a_selector_is_warned() {
+        let spec = json!({
+            "tolerations": [{"key": "dedicated", "operator": "Exists"}, {"key": "os", "operator": "Equal", "value": "windows", "effect": "NoSchedule"}],
+            "containers": [{"name": "c", "image": "example.com/app:1"}],
+        });
+        let findings = windows_findings(&spec, None, &Path::new("spec"));
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        assert_eq!(findings[0].rule, Rule::TolerationWithoutSelector);
+        assert!(
+            findings[0]
+                .text
+                .starts_with("spec.tolerations[1]: tolerating the Windows nodes' taint")
+        );
+        // With the selector as well, nothing to say.
+        let mut selected = spec.clone();
+        selected["nodeSelector"] = json!({"kubernetes.io/os": "windows"});
+        selected["os"] = json!({"name": "windows"});
+        assert!(
+            windows_findings(&selected, None, &Path::new("spec"))
+                .iter()
+                .all(|f| f.rule != Rule::TolerationWithoutSelector)
+        );
+    }
+
+    #[test]
+    fn read_only_root_filesystem_of_a_windows_container_is_warned() {
+        let mut spec = win(json!({}));
+        spec["containers"][0]["securityContext"] = json!({"readOnlyRootFilesystem": true});
+        one(
+            &spec,
+            "spec.containers[0].securityContext.readOnlyRootFilesystem: a read-only root filesystem is not possible on Windows",
+        );
+        let ids: std::collections::BTreeSet<&str> = Rule::ALL.iter().map(|r| r.id()).collect();
+        assert_eq!(ids.len(), Rule::ALL.len(), "rule IDs are unique");
     }
 
     #[test]
