@@ -14,7 +14,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, EvictParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tandem_controllers::clock::FakeClock;
@@ -351,7 +351,20 @@ async fn pods_with_two_budgets_are_refused_and_pending_pods_skip_budgets() -> Re
             "code": 500})
     );
 
-    // A pending pod is deleted whatever its budgets say.
+    // A pending pod is deleted whatever its budgets say. The ReplicaSet goes first (its pods
+    // orphaned), or it would adopt the extra pod and delete it before the eviction does.
+    let sets: Api<ReplicaSet> = Api::namespaced(c.client.clone(), "ev2");
+    sets.delete("web", &DeleteParams::orphan()).await?;
+    for _ in 0..100 {
+        if sets.get_opt("web").await?.is_none() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        sets.get_opt("web").await?.is_none(),
+        "the ReplicaSet is gone"
+    );
     let pending: Pod = common::create(
         &c.client,
         "ev2",

@@ -78,6 +78,7 @@ fn each_rule_reports_its_pitfall_with_file_line_and_rule_id() {
         "references.json",
         "services.yaml",
         "tolerations.yaml",
+        "storage.yaml",
     ] {
         let actual = check_in(&crate_dir(), &["-f", &format!("tests/check/{input}")], None);
         golden(input, &actual);
