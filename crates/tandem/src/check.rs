@@ -661,14 +661,12 @@ fn missing_references(
     lookups: &MapLookups,
     report: &mut dyn FnMut(&'static str, String, String),
 ) {
-    let Some(location) = admission::pod_spec_location(rt) else {
+    let Some((spec, _)) = pod_spec_and_metadata(rt, obj) else {
         return;
     };
-    let pointer: String = location.iter().map(|k| format!("/{k}")).collect();
-    let dotted = location.join(".");
-    let Some(spec) = obj.pointer(&pointer) else {
-        return;
-    };
+    let dotted = admission::pod_spec_location(rt)
+        .unwrap_or_default()
+        .join(".");
     if let Some(name) = spec
         .get("runtimeClassName")
         .and_then(Value::as_str)
@@ -803,21 +801,9 @@ fn placement(
     check: &CheckOptions,
 ) -> Option<(Severity, String)> {
     let location = admission::pod_spec_location(rt)?;
-    let pointer: String = location.iter().map(|k| format!("/{k}")).collect();
-    let spec = obj.pointer(&pointer)?.clone();
-    // A template's metadata sits beside its spec (`spec.template.metadata`).
-    let template_meta = if location.len() > 1 {
-        let beside: String = location[..location.len() - 1]
-            .iter()
-            .map(|k| format!("/{k}"))
-            .collect();
-        obj.pointer(&format!("{beside}/metadata")).cloned()
-    } else {
-        None
-    };
-    let mut metadata = template_meta
-        .or_else(|| obj.get("metadata").cloned())
-        .unwrap_or_else(|| json!({}));
+    let (spec, own_metadata) = pod_spec_and_metadata(rt, obj)?;
+    let spec = spec.clone();
+    let mut metadata = own_metadata.cloned().unwrap_or_else(|| json!({}));
     metadata["name"] = json!(name_of(obj));
     metadata["namespace"] = obj
         .pointer("/metadata/namespace")
@@ -908,22 +894,11 @@ fn backends(checked: &[Checked], lookups: &MapLookups, check: &CheckOptions) -> 
         let Some(location) = admission::pod_spec_location(&c.rt) else {
             continue;
         };
-        let pointer: String = location.iter().map(|k| format!("/{k}")).collect();
-        let Some(spec) = c.object.pointer(&pointer) else {
+        let Some((spec, metadata)) = pod_spec_and_metadata(&c.rt, &c.object) else {
             continue;
         };
-        let labels_pointer = if location.len() > 1 {
-            let beside: String = location[..location.len() - 1]
-                .iter()
-                .map(|k| format!("/{k}"))
-                .collect();
-            format!("{beside}/metadata/labels")
-        } else {
-            "/metadata/labels".to_string()
-        };
-        let labels = c
-            .object
-            .pointer(&labels_pointer)
+        let labels = metadata
+            .and_then(|m| m.get("labels"))
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
@@ -1139,4 +1114,18 @@ fn rule_description(id: &str) -> String {
         _ => "tandem check rule",
     }
     .to_string()
+}
+
+/// The pod spec of a pod or workload (`spec`, `spec.template.spec`, …), with the metadata of
+/// the pod it describes: a template's (`spec.template.metadata`, beside its spec) or, for a Pod,
+/// its own. `None` for kinds without a pod spec.
+fn pod_spec_and_metadata<'a>(
+    rt: &ResourceType,
+    obj: &'a Value,
+) -> Option<(&'a Value, Option<&'a Value>)> {
+    let location = admission::pod_spec_location(rt)?;
+    let pointer = |keys: &[&str]| -> String { keys.iter().map(|k| format!("/{k}")).collect() };
+    let spec = obj.pointer(&pointer(location))?;
+    let metadata_pointer = format!("{}/metadata", pointer(&location[..location.len() - 1]));
+    Some((spec, obj.pointer(&metadata_pointer)))
 }
