@@ -26,8 +26,9 @@ use crate::node_status;
 use crate::pod_worker::{EventType, PodUpdate, PodWorker, Reporter, WorkerContext};
 use crate::runtime::behaviour::StageFile;
 use crate::runtime::emulated::{EmulatedConfig, EmulatedRuntime, PAUSE_IMAGE};
-use crate::runtime::{Runtime, RuntimeError};
+use crate::runtime::{NodeResources, Runtime, RuntimeError};
 use crate::server;
+use crate::stats::StatsSource;
 
 /// Why the agent stopped.
 #[derive(Debug, thiserror::Error)]
@@ -119,6 +120,18 @@ async fn run_inner(
     feed: Option<PodFeed>,
 ) -> Result<(), AgentError> {
     config.validate()?;
+    // The node's stats and metrics; the pod workers drive the runtime through it so that its
+    // operations are counted.
+    let stats = Arc::new(StatsSource::new(
+        &config.name,
+        runtime,
+        NodeResources {
+            capacity: config.capacity,
+            allocatable: config.allocatable(),
+        },
+        clock,
+    ));
+    let runtime = stats.instrumented_runtime();
     let listener = match (config.streaming_port, &config.cluster_ca_pem) {
         (Some(port), Some(ca)) => {
             let tls = server::tls_config(ca, &config.name, &[config.internal_ip])?;
@@ -139,7 +152,14 @@ async fn run_inner(
         (None, _) => None,
     };
     let node = register(&client, &config, runtime.as_ref(), clock).await?;
-    let streaming = listener.map(|(l, tls)| tokio::spawn(server::serve(l, tls, runtime.clone())));
+    let streaming = listener.map(|(l, tls)| {
+        tokio::spawn(server::serve_with_stats(
+            l,
+            tls,
+            runtime.clone(),
+            Some(stats.clone()),
+        ))
+    });
     if config.pod_cidr.is_none() {
         config.pod_cidr = node.spec.as_ref().and_then(|s| s.pod_cidr.clone());
     }
@@ -170,7 +190,7 @@ async fn run_inner(
         clock,
         node,
     ));
-    let result = pod_loop(client, config, runtime, clock, feed).await;
+    let result = pod_loop(client, config, runtime, clock, feed, stats).await;
     lease.abort();
     status.abort();
     if let Some(t) = local_path {
@@ -633,6 +653,7 @@ async fn pod_loop(
     runtime: Arc<dyn Runtime>,
     clock: Clock,
     feed: Option<PodFeed>,
+    stats: Arc<StatsSource>,
 ) -> Result<(), AgentError> {
     let reporter: Arc<dyn Reporter> =
         Arc::new(ApiReporter::new(client.clone(), &config.name, clock));
@@ -682,10 +703,12 @@ async fn pod_loop(
                     if let (Some(l), Some(uid)) = (listed.as_mut(), pod.metadata.uid.clone()) {
                         l.insert(uid);
                     }
+                    stats.pod_applied(&pod);
                     m.apply(pod).await;
                 }
                 Some(Ok(watcher::Event::InitDone)) => {
                     let present = listed.take().unwrap_or_default();
+                    stats.pods_listed(&present);
                     let stale: Vec<String> = m.workers.keys().chain(m.inert.iter()).filter(|u| !present.contains(*u)).cloned().collect();
                     for uid in stale {
                         m.removed(&uid).await;
@@ -697,9 +720,13 @@ async fn pod_loop(
                         }
                     }
                 }
-                Some(Ok(watcher::Event::Apply(pod))) => m.apply(pod).await,
+                Some(Ok(watcher::Event::Apply(pod))) => {
+                    stats.pod_applied(&pod);
+                    m.apply(pod).await
+                }
                 Some(Ok(watcher::Event::Delete(pod))) => {
                     if let Some(uid) = pod.metadata.uid.as_deref() {
+                        stats.pod_removed(uid);
                         m.removed(uid).await;
                     }
                 }

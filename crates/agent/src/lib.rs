@@ -22,6 +22,7 @@ pub mod pod_worker;
 pub mod podnet;
 pub mod runtime;
 pub mod server;
+pub mod stats;
 pub mod streaming;
 pub mod volumes;
 pub mod windows;

@@ -5,7 +5,9 @@
 //! - `/exec/{namespace}/{pod}/{container}?command=…&stdin=…&stdout=…&stderr=…&tty=…` (the kubelet's
 //!   `input`/`output`/`error` spellings are accepted too);
 //! - `/attach/{namespace}/{pod}/{container}` and `/portForward/{namespace}/{pod}`;
-//! - `GET /healthz`, answering `ok`.
+//! - `GET /healthz`, answering `ok`;
+//! - `GET /metrics`, `/metrics/resource` and `/stats/summary`, the kubelet's metrics and stats
+//!   ([`crate::stats`]), when the agent gives the server its [`StatsSource`].
 //!
 //! Logs are read from the runtime's log files. Exec, attach and port-forward ask the runtime for
 //! a single-use URL of its own streaming server (CRI `Exec`/`Attach`/`PortForward`) and splice
@@ -23,9 +25,10 @@
 //!   fails its handshake (stricter than the kubelet, which would answer 401 to an anonymous
 //!   request);
 //! - each request is authorized for the certificate's subject CN. The kubelet asks the API server
-//!   (`SubjectAccessReview`) whether the user may `<verb> nodes/proxy`; here the policy is fixed:
-//!   only [`APISERVER_CLIENT_CN`] is allowed, anyone else gets the kubelet's
-//!   `Forbidden (user=…, verb=…, resource=nodes, subresource=proxy)` as a 403 `Status`, and the
+//!   (`SubjectAccessReview`) whether the user may `<verb> nodes/proxy` (`nodes/stats` under
+//!   `/stats`, `nodes/metrics` under `/metrics`); here the policy is fixed: only
+//!   [`APISERVER_CLIENT_CN`] is allowed, anyone else gets the kubelet's
+//!   `Forbidden (user=…, verb=…, resource=nodes, subresource=…)` as a 403 `Status`, and the
 //!   refusal is logged (`InstallAuthFilter` in `pkg/kubelet/server/server.go`, attributes from
 //!   `GetRequestAttributes` in `pkg/kubelet/server/auth.go`).
 //!
@@ -56,6 +59,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::logs::{self, LogOptions, form_pairs};
 use crate::runtime::{ContainerInfo, ContainerState, Runtime, RuntimeError, StreamRequest};
+use crate::stats::{self, StatsSource};
 
 type Body = BoxBody<Bytes, std::io::Error>;
 
@@ -153,6 +157,16 @@ pub async fn serve(
     tls: Arc<rustls::ServerConfig>,
     runtime: Arc<dyn Runtime>,
 ) {
+    serve_with_stats(listener, tls, runtime, None).await
+}
+
+/// [`serve`], answering the metrics and stats endpoints from `stats` too.
+pub async fn serve_with_stats(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    runtime: Arc<dyn Runtime>,
+    stats: Option<Arc<StatsSource>>,
+) {
     let acceptor = TlsAcceptor::from(tls);
     loop {
         let (tcp, peer) = match listener.accept().await {
@@ -164,6 +178,7 @@ pub async fn serve(
             }
         };
         let runtime = runtime.clone();
+        let stats = stats.clone();
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
             let stream = match acceptor.accept(tcp).await {
@@ -184,10 +199,10 @@ pub async fn serve(
                 .unwrap_or_default()
                 .into();
             let service = hyper::service::service_fn(move |req| {
-                let (runtime, user) = (runtime.clone(), user.clone());
+                let (runtime, user, stats) = (runtime.clone(), user.clone(), stats.clone());
                 async move {
                     let resp = match authorize(&req, &user, peer) {
-                        Ok(()) => handle(req, runtime).await,
+                        Ok(()) => handle(req, runtime, stats).await,
                         Err(refusal) => refusal.into_response(),
                     };
                     Ok::<_, Infallible>(resp)
@@ -211,18 +226,34 @@ fn common_name(der: &CertificateDer<'_>) -> Option<String> {
     cn.as_str().ok().map(str::to_string)
 }
 
-/// Whether `user` may make `req`. Every path here is the kubelet's `nodes/proxy` subresource,
-/// and only [`APISERVER_CLIENT_CN`] may use it.
+/// Whether `user` may make `req`. Only [`APISERVER_CLIENT_CN`] may use any path.
 fn authorize<B>(req: &Request<B>, user: &str, peer: SocketAddr) -> Result<(), Failure> {
     if user == APISERVER_CLIENT_CN {
         return Ok(());
     }
     let message = format!(
-        "Forbidden (user={user}, verb={}, resource=nodes, subresource=proxy)",
-        request_verb(req.method())
+        "Forbidden (user={user}, verb={}, resource=nodes, subresource={})",
+        request_verb(req.method()),
+        request_subresource(req.uri().path()),
     );
     tracing::info!(%peer, path = %req.uri().path(), "{message}");
     Err(Failure::new(StatusCode::FORBIDDEN, message))
+}
+
+/// The `nodes` subresource a path is authorized as, as the kubelet's `GetRequestAttributes`
+/// subdivides its API: `stats` under `/stats`, `metrics` under `/metrics`, `proxy` elsewhere.
+fn request_subresource(path: &str) -> &'static str {
+    let under = |prefix: &str| {
+        path.strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    if under("/stats") {
+        "stats"
+    } else if under("/metrics") {
+        "metrics"
+    } else {
+        "proxy"
+    }
 }
 
 /// The authorization verb of an HTTP method, as the kubelet's `GetRequestAttributes` maps it
@@ -243,7 +274,11 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
-async fn handle(req: Request<Incoming>, runtime: Arc<dyn Runtime>) -> Response<Body> {
+async fn handle(
+    req: Request<Incoming>,
+    runtime: Arc<dyn Runtime>,
+    stats: Option<Arc<StatsSource>>,
+) -> Response<Body> {
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
     let parts: Vec<String> = path
@@ -270,12 +305,46 @@ async fn handle(req: Request<Incoming>, runtime: Arc<dyn Runtime>) -> Response<B
             );
             Ok(resp)
         }
+        segments @ (["metrics"] | ["metrics", "resource"] | ["stats", "summary"])
+            if req.method() == Method::GET =>
+        {
+            match (stats::Endpoint::at(segments), &stats) {
+                (Some(endpoint), Some(stats)) => stats_response(&req, stats, endpoint).await,
+                _ => Err(Failure::new(
+                    StatusCode::NOT_FOUND,
+                    "no stats endpoint here",
+                )),
+            }
+        }
         _ => Err(Failure::new(
             StatusCode::NOT_FOUND,
             format!("no streaming endpoint at {path}"),
         )),
     };
     result.unwrap_or_else(Failure::into_response)
+}
+
+/// The answer of a metrics or stats endpoint.
+async fn stats_response<B>(
+    req: &Request<B>,
+    stats: &StatsSource,
+    endpoint: stats::Endpoint,
+) -> Result<Response<Body>, Failure> {
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let (content_type, body) = stats
+        .respond(endpoint, accept)
+        .await
+        .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, stats::error_chain(&e)))?;
+    let mut resp = Response::new(full(body));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(content_type),
+    );
+    Ok(resp)
 }
 
 /// An error answered as a `Status`.

@@ -71,6 +71,11 @@ impl TestCa {
 /// Starts the streaming server of node `node-a` on loopback, trusting `ca_pem`, over an emulated
 /// runtime with no pods.
 async fn start(ca_pem: &str) -> SocketAddr {
+    start_serving(ca_pem, false).await
+}
+
+/// [`start`], with the node's stats and metrics endpoints when `with_stats`.
+async fn start_serving(ca_pem: &str, with_stats: bool) -> SocketAddr {
     let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
     let tls = tls_config(ca_pem, "node-a", &[loopback]).expect("TLS configuration");
     let listener = bind(SocketAddr::new(loopback, 0)).await.expect("bind");
@@ -91,7 +96,16 @@ async fn start(ca_pem: &str) -> SocketAddr {
         Clock::new(),
     )
     .expect("runtime");
-    tokio::spawn(serve(listener, tls, Arc::new(runtime)));
+    let runtime: Arc<dyn Runtime> = Arc::new(runtime);
+    let stats = with_stats.then(|| {
+        Arc::new(StatsSource::new(
+            "node-a",
+            runtime.clone(),
+            crate::runtime::NodeResources::default(),
+            Clock::new(),
+        ))
+    });
+    tokio::spawn(serve_with_stats(listener, tls, runtime, stats));
     addr
 }
 
@@ -146,13 +160,24 @@ impl ServerCertVerifier for AnyServerCert {
 }
 
 /// Sends `method path` to the server over TLS, presenting `cert` if any, and returns the status
-/// and body; `Err` when the connection fails before an answer.
+/// and the body as JSON; `Err` when the connection fails before an answer.
 async fn request(
     addr: SocketAddr,
     cert: Option<ClientCert>,
     method: Method,
     path: &str,
 ) -> Result<(StatusCode, serde_json::Value), String> {
+    let (code, _, body) = request_raw(addr, cert, method, path).await?;
+    Ok((code, serde_json::from_slice(&body).unwrap_or_default()))
+}
+
+/// [`request`], returning the content type and the body as they came.
+async fn request_raw(
+    addr: SocketAddr,
+    cert: Option<ClientCert>,
+    method: Method,
+    path: &str,
+) -> Result<(StatusCode, String, Bytes), String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -187,13 +212,19 @@ async fn request(
             .await
             .map_err(|e| format!("request: {e}"))?;
         let code = resp.status();
+        let content_type = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
         let body = resp
             .into_body()
             .collect()
             .await
             .map_err(|e| format!("body: {e}"))?
             .to_bytes();
-        Ok((code, serde_json::from_slice(&body).unwrap_or_default()))
+        Ok((code, content_type, body))
     };
     tokio::time::timeout(Duration::from_secs(10), exchange)
         .await
@@ -303,4 +334,91 @@ fn a_cluster_ca_without_a_certificate_is_an_error() {
         Err(TlsError::NoCaCertificate)
     ));
     assert!(tls_config(&TestCa::new().pem, "node-a", &loopback).is_ok());
+}
+
+#[tokio::test]
+async fn the_api_server_reads_metrics_resource_metrics_and_the_summary() {
+    let ca = TestCa::new();
+    let addr = start_serving(&ca.pem, true).await;
+    let apiserver = || Some(ca.issue(APISERVER_CLIENT_CN, &[]));
+
+    let (code, content_type, body) =
+        request_raw(addr, apiserver(), Method::GET, "/metrics/resource")
+            .await
+            .expect("an answer");
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(code, StatusCode::OK, "{text}");
+    assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
+    assert!(
+        text.contains("\ntandem_resource_metrics_emulated 1\n"),
+        "{text}"
+    );
+    assert!(text.contains("\nresource_scrape_error 0\n"), "{text}");
+    assert!(
+        text.contains("\n# TYPE node_cpu_usage_seconds_total counter\n"),
+        "{text}"
+    );
+
+    let (code, summary) = request(addr, apiserver(), Method::GET, "/stats/summary")
+        .await
+        .expect("an answer");
+    assert_eq!(code, StatusCode::OK, "{summary}");
+    assert_eq!(summary["node"]["nodeName"], "node-a");
+    assert_eq!(summary["pods"], serde_json::json!([]));
+
+    let (code, _, body) = request_raw(addr, apiserver(), Method::GET, "/metrics")
+        .await
+        .expect("an answer");
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(code, StatusCode::OK, "{text}");
+    assert!(
+        text.contains("\nkubelet_node_name{node=\"node-a\"} 1\n"),
+        "{text}"
+    );
+    assert!(text.contains("\nkubelet_running_pods 0\n"), "{text}");
+}
+
+#[tokio::test]
+async fn another_user_gets_403_on_metrics_and_stats_with_their_subresources() {
+    let ca = TestCa::new();
+    let addr = start_serving(&ca.pem, true).await;
+    for (path, subresource) in [
+        ("/metrics/resource", "metrics"),
+        ("/metrics", "metrics"),
+        ("/stats/summary", "stats"),
+        ("/metricsx", "proxy"),
+    ] {
+        let (code, status) = request(
+            addr,
+            Some(ca.issue("system:node:node-b", &["system:nodes"])),
+            Method::GET,
+            path,
+        )
+        .await
+        .expect("an answer");
+        assert_eq!(code, StatusCode::FORBIDDEN, "{path}");
+        assert_eq!(
+            status["message"],
+            format!(
+                "Forbidden (user=system:node:node-b, verb=get, resource=nodes, \
+                 subresource={subresource})"
+            ),
+            "{path}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn without_a_stats_source_the_stats_paths_are_not_found() {
+    let ca = TestCa::new();
+    let addr = start(&ca.pem).await;
+    let (code, _) = request(
+        addr,
+        Some(ca.issue(APISERVER_CLIENT_CN, &[])),
+        Method::GET,
+        "/stats/summary",
+    )
+    .await
+    .expect("an answer");
+    assert_eq!(code, StatusCode::NOT_FOUND);
 }

@@ -522,6 +522,20 @@ impl Cache {
         }
     }
 
+    /// How many objects of each cached type there are, by group-resource (`pods`,
+    /// `deployments.apps`), for `apiserver_storage_objects`.
+    pub fn object_counts(&self) -> Vec<(String, usize)> {
+        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        inner
+            .types
+            .iter()
+            .filter_map(|(prefix, objects)| {
+                let resource = prefix.strip_prefix(REGISTRY_ROOT)?.strip_suffix('/')?;
+                Some((resource.to_string(), objects.len()))
+            })
+            .collect()
+    }
+
     /// One object by key.
     pub fn get(&self, rt: &ResourceType, key: &str) -> Option<Arc<Object>> {
         let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());

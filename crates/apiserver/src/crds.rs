@@ -40,6 +40,37 @@ pub struct CustomVersion {
     /// Whether the CRD serves more than one version: objects are then answered with the
     /// requested version's `apiVersion` (`conversion: None` changes nothing else).
     pub multi_version: bool,
+    /// `subresources.scale`: where the replicas and the selector live.
+    pub scale: Option<ScalePaths>,
+}
+
+/// A CRD's `subresources.scale` paths (`.spec.replicas`-style JSON paths).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalePaths {
+    pub spec_replicas: String,
+    pub status_replicas: String,
+    pub label_selector: Option<String>,
+}
+
+impl ScalePaths {
+    fn of(version: &Value) -> Option<ScalePaths> {
+        let scale = version.pointer("/subresources/scale")?;
+        let path = |k: &str| scale.get(k).and_then(Value::as_str).map(str::to_string);
+        Some(ScalePaths {
+            spec_replicas: path("specReplicasPath")?,
+            status_replicas: path("statusReplicasPath")?,
+            label_selector: path("labelSelectorPath"),
+        })
+    }
+}
+
+/// The JSON pointer of a simple `.a.b` path, as the scale paths are (validation allows only
+/// dotted field names under `.spec` and `.status`).
+pub fn json_pointer(path: &str) -> String {
+    path.split('.')
+        .filter(|s| !s.is_empty())
+        .map(|s| format!("/{}", s.replace('~', "~0").replace('/', "~1")))
+        .collect()
 }
 
 /// Sets the `apiVersion` of an object of `kind` (or of every item of a list) to `api_version`,
@@ -224,6 +255,7 @@ impl CustomResources {
                         columns: crd::printer_columns(c, &v),
                         selectable_fields,
                         multi_version,
+                        scale: spec_version.and_then(ScalePaths::of),
                     }),
                 );
                 extra.push(rt);

@@ -11,6 +11,8 @@ pub mod discovery;
 pub mod error;
 pub mod eviction;
 pub mod meta;
+pub mod metrics;
+pub mod metrics_api;
 pub mod node_proxy;
 pub mod openapi_pb;
 pub mod output;

@@ -406,13 +406,13 @@ fn resolve_container(pod: &Value, name: &str, requested: Option<&str>) -> ApiRes
 
 /// Where a node's agent listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct AgentAddress {
-    host: String,
-    port: u16,
+pub(crate) struct AgentAddress {
+    pub(crate) host: String,
+    pub(crate) port: u16,
 }
 
 impl AgentAddress {
-    fn url(&self, path: &str, query: &str) -> String {
+    pub(crate) fn url(&self, path: &str, query: &str) -> String {
         let host = if self.host.contains(':') {
             format!("[{}]", self.host)
         } else {
@@ -433,7 +433,7 @@ async fn agent_address(state: &State, node: &str) -> ApiResult<AgentAddress> {
     node_agent_address(&node)
 }
 
-fn node_agent_address(node: &Value) -> ApiResult<AgentAddress> {
+pub(crate) fn node_agent_address(node: &Value) -> ApiResult<AgentAddress> {
     let addresses: Vec<(&str, &str)> = node
         .pointer("/status/addresses")
         .and_then(Value::as_array)

@@ -110,6 +110,8 @@ pub struct State {
     /// How `node_proxy` reaches node agents: TLS as `kube-apiserver-kubelet-client`, the agents'
     /// serving certificates not verified (see `node_proxy::kubelet_client`).
     pub kubelet_client: tandem_netproxy::Forwarder,
+    /// The resource metrics scraped from node agents (`metrics.k8s.io`, see `metrics_api`).
+    pub metrics: crate::metrics_api::MetricsApi,
 }
 
 /// Server behaviour switches.
@@ -121,6 +123,13 @@ pub struct Options {
     pub service_ranges: crate::service_alloc::ServiceRanges,
     /// Which authorizers run: upstream's `--authorization-mode`.
     pub authorization: crate::auth::authz::AuthorizationMode,
+    /// How often node agents' resource metrics are scraped (metrics-server's
+    /// `--metric-resolution`); `None` scrapes nothing.
+    pub metric_resolution: Option<std::time::Duration>,
+    /// What `/metrics` serves and requests are measured with (see `metrics`); `None` builds a
+    /// server without Prometheus metrics (not a flag: upstream always has them; `tandem bench
+    /// api --metrics both` compares).
+    pub server_metrics: Option<crate::metrics::ServerMetrics>,
 }
 
 impl Default for Options {
@@ -129,6 +138,8 @@ impl Default for Options {
             allow_privileged: true,
             service_ranges: Default::default(),
             authorization: Default::default(),
+            metric_resolution: Some(crate::metrics_api::DEFAULT_RESOLUTION),
+            server_metrics: Some(crate::metrics::ServerMetrics::standalone()),
         }
     }
 }
@@ -694,6 +705,8 @@ impl State {
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
         report_unknown_fields(ctx, &decoded.unknown_fields)?;
         let mut object = decoded.object;
+        // A built-in kind written at another served version is stored converted.
+        tandem_core::conversion::to_storage(rt, &mut object);
         drop_empty_metadata(&mut object);
         if let Some(schema) = self.custom_schema(rt) {
             // Upstream prunes unknown fields of custom resources (reported like unknown fields
@@ -1266,6 +1279,11 @@ impl State {
             // A scale patch applies to the Scale view of the object.
             let base = if sub == Some("scale") {
                 self.scale_of(rt, &old)
+            } else if tandem_core::conversion::converts(rt) {
+                // The patch speaks the requested version: apply it to the object at it.
+                let mut view = old.clone();
+                tandem_core::conversion::convert_object(&mut view, &rt.api_version());
+                view
             } else {
                 old.clone()
             };
@@ -1390,6 +1408,9 @@ impl State {
 
     /// The `autoscaling/v1` Scale of a workload.
     pub fn scale_of(&self, rt: &ResourceType, obj: &Value) -> Value {
+        if let Some(paths) = self.registry.custom(rt).and_then(|c| c.scale.clone()) {
+            return custom_scale(obj, &paths);
+        }
         let selector =
             obj.pointer("/spec/selector")
                 .map(|s| match s.get("matchLabels").or(Some(s)) {
@@ -1486,7 +1507,14 @@ impl State {
             ));
         }
         let mut new = old.clone();
-        new["spec"]["replicas"] = json!(replicas);
+        match self.registry.custom(rt).and_then(|c| c.scale.clone()) {
+            Some(paths) => set_at_pointer(
+                &mut new,
+                &crate::crds::json_pointer(&paths.spec_replicas),
+                json!(replicas),
+            ),
+            None => new["spec"]["replicas"] = json!(replicas),
+        }
         match self.commit_update(ctx, rt, at, new, stored, None).await? {
             Reply::Value(code, v) => Ok(Reply::Value(code, self.scale_of(rt, &v))),
             other => Ok(other),
@@ -1914,4 +1942,54 @@ pub enum PatchKind {
     Merge,
     Strategic,
     Apply,
+}
+
+/// The `Scale` of a custom resource, read at its CRD's paths (upstream's
+/// `apiextensions-apiserver/pkg/registry/customresource` `scaleFromCustomResource`): replicas
+/// missing or not integers count as 0, the selector is the string at `labelSelectorPath`.
+fn custom_scale(obj: &Value, paths: &crate::crds::ScalePaths) -> Value {
+    let int_at = |path: &str| {
+        obj.pointer(&crate::crds::json_pointer(path))
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+    };
+    let selector = paths
+        .label_selector
+        .as_deref()
+        .and_then(|p| obj.pointer(&crate::crds::json_pointer(p)))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": meta::name(obj),
+            "namespace": meta::namespace(obj),
+            "uid": meta::uid(obj),
+            "resourceVersion": meta::resource_version(obj),
+            "creationTimestamp": obj.pointer("/metadata/creationTimestamp"),
+        },
+        "spec": {"replicas": int_at(&paths.spec_replicas)},
+        "status": {"replicas": int_at(&paths.status_replicas), "selector": selector},
+    })
+}
+
+/// Sets `value` at JSON pointer `pointer`, creating the objects on the way.
+fn set_at_pointer(target: &mut Value, pointer: &str, value: Value) {
+    let mut at = target;
+    let parts: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|p| p.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    let Some((last, path)) = parts.split_last() else {
+        return;
+    };
+    for part in path {
+        if !at.get(part.as_str()).is_some_and(Value::is_object) {
+            at[part.as_str()] = json!({});
+        }
+        at = &mut at[part.as_str()];
+    }
+    at[last.as_str()] = value;
 }

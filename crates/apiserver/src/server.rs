@@ -124,6 +124,7 @@ impl ApiServer {
             service_alloc_cache: std::sync::Mutex::default(),
             auth,
             kubelet_client: crate::node_proxy::kubelet_client::kubelet_client(&pki)?,
+            metrics: Default::default(),
         });
         state.auth.rbac.watch(&state.cache, &state.registry.load());
         crate::crds::start(state.clone());
@@ -184,13 +185,19 @@ impl ApiServer {
             };
             pki.write_admin_kubeconfig(path, &format!("https://{host}:{}", local_addr.port()))?;
         }
-        let accept_task = serve(listener, acceptor.clone(), state.clone());
+        let mut tasks = vec![serve(listener, acceptor.clone(), state.clone())];
+        if let Some(resolution) = state.options.metric_resolution {
+            tasks.push(tokio::spawn(crate::metrics_api::scrape::run(
+                state.clone(),
+                resolution,
+            )));
+        }
         Ok(ApiServer {
             state,
             local_addr,
             pki,
             acceptor,
-            accept_tasks: std::sync::Mutex::new(vec![accept_task]),
+            accept_tasks: std::sync::Mutex::new(tasks),
         })
     }
 }
@@ -348,6 +355,7 @@ fn convert_lines(chunk: &Bytes, api_version: &str, kind: &str) -> Bytes {
     for line in chunk.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
         match serde_json::from_slice::<Value>(line) {
             Ok(mut event) => {
+                tandem_core::conversion::convert_response(&mut event, api_version, kind);
                 crate::crds::convert_none(&mut event, api_version, kind);
                 out.extend(serde_json::to_vec(&event).unwrap_or_default());
             }
@@ -423,7 +431,7 @@ async fn handle(
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     let started = std::time::Instant::now();
-    let resp = route(state, identity, req).await;
+    let resp = route(state, identity, req, started).await;
     tracing::debug!(%method, %path, status = resp.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "request");
     resp
 }
@@ -436,6 +444,7 @@ async fn route(
     state: Arc<State>,
     identity: Option<Arc<UserInfo>>,
     req: Request<Incoming>,
+    started: std::time::Instant,
 ) -> Response<Body> {
     let path = req.uri().path().to_string();
     if matches!(path.as_str(), "/healthz" | "/livez" | "/readyz")
@@ -443,6 +452,9 @@ async fn route(
         || path.starts_with("/livez/")
         || path.starts_with("/readyz/")
     {
+        if let Some(m) = &state.options.server_metrics {
+            m.api.record_health_check(&path, 200, started.elapsed());
+        }
         return json_response(
             200,
             Bytes::from_static(b"ok"),
@@ -485,6 +497,7 @@ async fn route(
         let reg = &*state.registry.load();
         match segs.as_slice() {
             ["version"] => return value_response(200, &discovery::version()),
+            ["metrics"] => return metrics_response(&state, accept.as_deref()),
             ["api"] => {
                 if let Some(beta) = discovery::wants_aggregated(accept.as_deref()) {
                     return aggregated_response(&discovery::aggregated(reg, true, beta), beta);
@@ -547,6 +560,88 @@ async fn route(
     let Some(rr) = rr else {
         return error_response(&ApiError::no_route(), &[]);
     };
+    // Measured once per request (see `metrics`); a watch's kind names its registered watchers.
+    let measure = state.options.server_metrics.as_ref().map(|m| {
+        let content_type = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        m.api.start(
+            &rr,
+            req.method(),
+            content_type,
+            query.get("dryRun"),
+            started,
+        )
+    });
+    let watched_kind = measure
+        .as_ref()
+        .filter(|m| m.is_watch())
+        .and_then(|_| state.resource(&rr.group, &rr.version, &rr.resource).ok())
+        .map(|rt| rt.kind.clone());
+    let resp = serve_resource(state, identity, req, rr, query, accept).await;
+    match measure {
+        Some(m) => record_response(m, watched_kind, resp),
+        None => resp,
+    }
+}
+
+/// Records a measured request's response: at once, or for a watch's stream when the body is
+/// dropped (the watch ends or its client goes away).
+fn record_response(
+    measure: crate::metrics::RequestMeasure,
+    watched_kind: Option<String>,
+    resp: Response<Body>,
+) -> Response<Body> {
+    let code = resp.status().as_u16();
+    match watched_kind {
+        Some(kind) if resp.status().is_success() => {
+            let guard = measure.watching(&kind, code);
+            resp.map(|body| {
+                body.map_frame(move |frame| {
+                    let _held = &guard;
+                    frame
+                })
+                .boxed_unsync()
+            })
+        }
+        _ => {
+            measure.finish(code);
+            resp
+        }
+    }
+}
+
+/// `/metrics`: the process's registry in the text format, or OpenMetrics when asked (404 on a
+/// server built without metrics).
+fn metrics_response(state: &State, accept: Option<&str>) -> Response<Body> {
+    let Some(metrics) = &state.options.server_metrics else {
+        return error_response(&ApiError::no_route(), &[]);
+    };
+    // `metrics.k8s.io` is served from the agents' scrapes, never stored (upstream aggregates
+    // it from metrics-server): it has no stored objects to count.
+    let counts = state.cache.object_counts();
+    metrics.api.set_storage_objects(
+        counts
+            .into_iter()
+            .filter(|(resource, _)| !resource.ends_with(".metrics.k8s.io")),
+    );
+    let format = crate::metrics::ExpositionFormat::negotiate(accept);
+    match metrics.encode(format) {
+        Ok(text) => json_response(200, Bytes::from(text), format.content_type(), &[]),
+        Err(_) => error_response(&ApiError::internal("cannot encode the metrics"), &[]),
+    }
+}
+
+/// A resource request, authenticated and authorized: node proxying, or the API handlers.
+async fn serve_resource(
+    state: Arc<State>,
+    identity: Arc<UserInfo>,
+    req: Request<Incoming>,
+    rr: crate::request::ResourceRequest,
+    query: Query,
+    accept: Option<String>,
+) -> Response<Body> {
     // Pod log/exec/attach/portforward go to the node agent with the request as it came: its body
     // unread and its upgrade pending, so they are routed before the body is collected.
     // The proxy subresources forward the request as it came, too.
@@ -576,7 +671,10 @@ async fn route(
     let format = match format {
         Format::Protobuf { json_fallback } => {
             match state.resource(&rr.group, &rr.version, &rr.resource) {
-                Ok(rt) if !crate::protobuf::has_message(&rt.api_version(), &rt.kind) => {
+                Ok(rt)
+                    if !crate::protobuf::has_message(&rt.api_version(), &rt.kind)
+                        || tandem_core::conversion::converts(&rt) =>
+                {
                     if !json_fallback {
                         return error_response(
                             &ApiError::not_acceptable(format!(
@@ -627,15 +725,20 @@ async fn route(
         }
     };
     let protobuf = matches!(ctx.format, Format::Protobuf { .. });
-    // A custom resource served at several versions is answered at the requested one.
+    // A custom resource served at several versions is answered at the requested one; so is a
+    // built-in kind served at a version other than its storage version (`conversion`).
     let convert = state
         .resource(&rr.group, &rr.version, &rr.resource)
         .ok()
-        .filter(|rt| state.registry.custom(rt).is_some_and(|c| c.multi_version))
+        .filter(|rt| {
+            state.registry.custom(rt).is_some_and(|c| c.multi_version)
+                || tandem_core::conversion::converts(rt)
+        })
         .map(|rt| (rt.api_version(), rt.kind.clone()));
     let result = dispatch(state.clone(), &mut ctx, rr, body).await;
     let result = match (&convert, result) {
         (Some((av, kind)), Ok(Dispatched::Reply(Reply::Value(code, mut v), rt))) => {
+            tandem_core::conversion::convert_response(&mut v, av, kind);
             crate::crds::convert_none(&mut v, av, kind);
             Ok(Dispatched::Reply(Reply::Value(code, v), rt))
         }
@@ -645,6 +748,7 @@ async fn route(
         ) => {
             let bytes = match serde_json::from_slice::<Value>(&bytes) {
                 Ok(mut v) => {
+                    tandem_core::conversion::convert_response(&mut v, av, kind);
                     crate::crds::convert_none(&mut v, av, kind);
                     Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
                 }
@@ -823,6 +927,10 @@ async fn dispatch(
             "the server does not allow this method on the requested resource ({:?} {})",
             rr.verb, rr.resource
         )));
+    }
+    if rt.group == crate::metrics_api::GROUP {
+        let reply = crate::metrics_api::serve(&state, ctx, &rt, &rr)?;
+        return Ok(Dispatched::Reply(reply, rt));
     }
     let reply = match (rr.verb, name, sub) {
         (Verb::Watch, Some(n), None) => {

@@ -26,7 +26,7 @@ pub async fn run(client: kube::Client) {
     let ctx = Arc::new(Ctx {
         client,
         roles,
-        queue: WorkQueue::default(),
+        queue: WorkQueue::named("ClusterRoleAggregator"),
     });
     let mut events = ctx.roles.subscribe();
     ctx.roles.wait_ready().await;

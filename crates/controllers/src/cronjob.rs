@@ -74,7 +74,7 @@ pub async fn run(client: kube::Client, options: CronJobOptions) {
         cronjobs: Informer::start(client.clone()),
         jobs: Informer::start(client.clone()),
         client,
-        queue: WorkQueue::default(),
+        queue: WorkQueue::named("cronjob"),
         clock: options.clock,
     });
     let mut cj_events = ctx.cronjobs.subscribe();

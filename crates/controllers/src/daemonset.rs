@@ -50,7 +50,7 @@ pub async fn run(client: kube::Client, pods: Informer<Pod>, nodes: Informer<Node
         nodes,
         pods,
         expectations: Expectations::default(),
-        queue: WorkQueue::default(),
+        queue: WorkQueue::named("daemonset"),
     });
     let mut ds_events = ctx.daemonsets.subscribe();
     let mut node_events = ctx.nodes.subscribe();

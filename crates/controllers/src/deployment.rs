@@ -75,7 +75,7 @@ pub async fn run(client: kube::Client, pods: Informer<Pod>, replicasets: Informe
         deployments,
         replicasets,
         pods,
-        queue: WorkQueue::default(),
+        queue: WorkQueue::named("deployment"),
     });
     let mut d_events = ctx.deployments.subscribe();
     let mut rs_events = ctx.replicasets.subscribe();

@@ -104,8 +104,8 @@ pub async fn run(
         pdbs,
         replicasets,
         options,
-        queue: WorkQueue::default(),
-        stale_pods: WorkQueue::default(),
+        queue: WorkQueue::named("disruption"),
+        stale_pods: WorkQueue::named("stale_pod_disruption"),
     });
     let mut pdb_events = ctx.pdbs.subscribe();
     ctx.pdbs.wait_ready().await;

@@ -63,7 +63,7 @@ pub async fn run(client: kube::Client, pods: Informer<Pod>) {
         pods,
         slices,
         endpoints,
-        queue: WorkQueue::default(),
+        queue: WorkQueue::named("endpoint_slice"),
     });
     let mut svc_events = ctx.services.subscribe();
     let mut pod_events = ctx.pods.subscribe();

@@ -8,7 +8,9 @@
 //!   from every dependent, then loses the finalizer.
 //!
 //! The collector keeps a graph of every object's uid, owners and deletion state from one watch per
-//! type, and reconciles a queue of uids whose situation may have changed.
+//! type, and reconciles a queue of uids whose situation may have changed. Custom resources are
+//! watched too, as upstream's collector follows discovery: a watch per established CRD at its
+//! storage version, started when the CRD is established and ended when it goes.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -121,6 +123,14 @@ struct Shared {
     graph: Mutex<Graph>,
     queue: Mutex<(VecDeque<String>, HashSet<String>)>,
     wake: Notify,
+    /// The custom types watched, by (apiVersion, kind) of their storage version, each with the
+    /// sender whose drop ends its watch.
+    custom: std::sync::Mutex<HashMap<(String, String), CustomWatch>>,
+}
+
+struct CustomWatch {
+    rt: Arc<ResourceType>,
+    _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Shared {
@@ -142,10 +152,23 @@ pub async fn run(client: kube::Client, registry: Registry) {
         graph: Mutex::new(Graph::default()),
         queue: Mutex::new((VecDeque::new(), HashSet::new())),
         wake: Notify::new(),
+        custom: Default::default(),
     });
     // Create-only kinds (the reviews) are never stored, so own and are owned by nothing.
-    for rt in registry.all().iter().filter(|t| t.supports("watch")) {
+    // A kind served at several versions is watched once, at its storage version.
+    for rt in registry
+        .all()
+        .iter()
+        .filter(|t| t.supports("watch") && tandem_core::conversion::is_storage_version(t))
+    {
         crate::scope::spawn(watch_type(client.clone(), rt.clone(), shared.clone()));
+    }
+    if let Some(crds) = registry.by_plural(
+        tandem_core::apiextensions::crd::GROUP,
+        "v1",
+        "customresourcedefinitions",
+    ) {
+        crate::scope::spawn(watch_crds(client.clone(), crds, shared.clone()));
     }
     let registry = Arc::new(registry);
     loop {
@@ -168,6 +191,67 @@ pub async fn run(client: kube::Client, registry: Registry) {
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 shared.enqueue(vec![uid]).await;
             });
+        }
+    }
+}
+
+/// Follows the CRDs: an established one gets a watch of its storage version (a new one when
+/// that version changes), a deleted one loses it.
+async fn watch_crds(client: kube::Client, crd_type: Arc<ResourceType>, shared: Arc<Shared>) {
+    use tandem_core::apiextensions::crd;
+    let api = api_for(&client, &crd_type, None);
+    let mut stream = watcher(api, watcher::Config::default()).boxed();
+    // CRD name → the (apiVersion, kind) it is watched under.
+    let mut watched: HashMap<String, (String, String)> = HashMap::new();
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+                let Some(name) = obj.metadata.name.clone() else {
+                    continue;
+                };
+                let Ok(crd) = serde_json::to_value(&obj) else {
+                    continue;
+                };
+                let rt = crd::is_established(&crd)
+                    .then(|| crd::storage_version(&crd))
+                    .flatten()
+                    .and_then(|v| crd::resource_type(&crd, &v))
+                    .map(Arc::new);
+                let key = rt.as_ref().map(|rt| (rt.api_version(), rt.kind.clone()));
+                if watched.get(&name) == key.as_ref() {
+                    continue;
+                }
+                let mut custom = shared.custom.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(old) = watched.remove(&name) {
+                    custom.remove(&old);
+                }
+                if let (Some(rt), Some(key)) = (rt, key) {
+                    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+                    let watch = watch_type(client.clone(), rt.clone(), shared.clone());
+                    crate::scope::spawn(async move {
+                        tokio::select! {
+                            _ = watch => {}
+                            _ = stopped => {}
+                        }
+                    });
+                    custom.insert(key.clone(), CustomWatch { rt, _stop: stop });
+                    watched.insert(name, key);
+                }
+            }
+            Ok(watcher::Event::Delete(obj)) => {
+                if let Some(key) = obj.metadata.name.and_then(|n| watched.remove(&n)) {
+                    shared
+                        .custom
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&key);
+                }
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+            Err(e) => {
+                tracing::debug!(error = %e, "garbage collector CRD watch error; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
         }
     }
 }
@@ -362,7 +446,18 @@ async fn owner_exists(
         // An owner being deleted in the foreground still exists.
         return Ok(!n.name.is_empty());
     }
-    let Some(rt) = registry.by_kind(&owner.api_version, &owner.kind) else {
+    let custom = || {
+        shared
+            .custom
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(owner.api_version.clone(), owner.kind.clone()))
+            .map(|w| w.rt.clone())
+    };
+    let Some(rt) = registry
+        .by_kind(&owner.api_version, &owner.kind)
+        .or_else(custom)
+    else {
         // An owner of a kind this server does not serve cannot be checked; keep the dependent.
         return Ok(true);
     };

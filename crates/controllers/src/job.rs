@@ -46,7 +46,7 @@ pub async fn run(client: kube::Client, pods: Informer<Pod>) {
         jobs,
         pods,
         expectations: Expectations::default(),
-        queue: WorkQueue::default(),
+        queue: WorkQueue::named("job"),
     });
     let mut job_events = ctx.jobs.subscribe();
     let mut pod_events = ctx.pods.subscribe();

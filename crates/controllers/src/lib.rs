@@ -16,10 +16,12 @@ pub mod dynamic;
 pub mod endpointslice;
 pub mod events;
 pub mod garbage_collector;
+pub mod hpa;
 pub mod informer;
 pub mod job;
 pub mod leader_election;
 pub mod local_path;
+pub mod metrics;
 pub mod namespace;
 pub mod node_ipam;
 pub mod node_lifecycle;
@@ -45,12 +47,28 @@ use tandem_core::registry::Registry;
 /// when it loses its lease); otherwise, and if the handle is dropped, they run until the runtime
 /// stops.
 pub fn start_all(client: kube::Client, registry: Registry) -> scope::TaskScope {
+    start_all_with(client, registry, ControllerOptions::default())
+}
+
+/// The controller manager's flags that tune individual controllers.
+#[derive(Clone, Default)]
+pub struct ControllerOptions {
+    /// `--horizontal-pod-autoscaler-*`.
+    pub hpa: hpa::HpaOptions,
+}
+
+/// As [`start_all`], with `options`.
+pub fn start_all_with(
+    client: kube::Client,
+    registry: Registry,
+    options: ControllerOptions,
+) -> scope::TaskScope {
     let scope = scope::TaskScope::new();
-    scope.enter(|| start_all_in_scope(client, registry));
+    scope.enter(|| start_all_in_scope(client, registry, options));
     scope
 }
 
-fn start_all_in_scope(client: kube::Client, registry: Registry) {
+fn start_all_in_scope(client: kube::Client, registry: Registry, options: ControllerOptions) {
     use scope::spawn;
     spawn(garbage_collector::run(client.clone(), registry.clone()));
     spawn(namespace::run(client.clone(), registry.clone()));
@@ -93,6 +111,7 @@ fn start_all_in_scope(client: kube::Client, registry: Registry) {
         nodes.clone(),
         node_ipam::NodeIpamOptions::default(),
     ));
+    spawn(hpa::run(client.clone(), pods.clone(), options.hpa));
     spawn(job::run(client.clone(), pods.clone()));
     spawn(statefulset::run(client.clone(), pods.clone()));
     spawn(cronjob::run(

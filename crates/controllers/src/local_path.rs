@@ -129,7 +129,7 @@ pub async fn run(client: kube::Client, nodes: Informer<Node>) {
         classes: Informer::start(client.clone()),
         nodes,
         client,
-        queue: WorkQueue::default(),
+        queue: WorkQueue::named("local-path"),
     });
     let mut claim_events = ctx.claims.subscribe();
     let mut volume_events = ctx.volumes.subscribe();

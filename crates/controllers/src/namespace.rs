@@ -103,6 +103,7 @@ async fn finalize(
         .map(|t| t.as_ref())
         .chain(custom.iter())
         .filter(|t| t.namespaced && t.supports("list") && t.supports("deletecollection"))
+        .filter(|t| tandem_core::conversion::is_storage_version(t))
     {
         let api = api_for(client, rt, Some(name));
         let list = api.list_metadata(&ListParams::default()).await?;

@@ -74,7 +74,7 @@ pub async fn run(client: kube::Client) {
         claims: Informer::start(client.clone()),
         classes: Informer::start(client.clone()),
         client,
-        queue: WorkQueue::default(),
+        queue: WorkQueue::named("volumes"),
         reported: Mutex::default(),
     });
     let mut pv_events = ctx.volumes.subscribe();

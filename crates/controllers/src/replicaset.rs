@@ -149,7 +149,12 @@ pub async fn run_for<K: ReplicaOwner>(
         owners,
         pods,
         expectations: Expectations::default(),
-        queue: WorkQueue::default(),
+        // Upstream's queue names: `replicaset`, and `replicationmanager` for the
+        // ReplicationController manager.
+        queue: WorkQueue::named(match <K as k8s_openapi::Resource>::KIND {
+            "ReplicaSet" => "replicaset",
+            _ => "replicationmanager",
+        }),
     });
     let mut owner_events = ctx.owners.subscribe();
     let mut pod_events = ctx.pods.subscribe();

@@ -88,7 +88,7 @@ pub async fn run(
         client: client.clone(),
         registry,
         quotas,
-        queue: WorkQueue::default(),
+        queue: WorkQueue::named("resourcequota_primary"),
     });
     let mut quota_events = ctx.quotas.subscribe();
     let mut pod_events = pods.subscribe();

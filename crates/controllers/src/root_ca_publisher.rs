@@ -43,7 +43,7 @@ pub async fn run(client: kube::Client, ca_pem: String) {
         ca_pem,
         namespaces,
         config_maps,
-        queue: WorkQueue::default(),
+        queue: WorkQueue::named("root_ca_cert_publisher"),
     });
     let mut ns_events = ctx.namespaces.subscribe();
     let mut cm_events = ctx.config_maps.subscribe();

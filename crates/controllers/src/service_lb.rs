@@ -34,7 +34,7 @@ pub async fn run(client: kube::Client, nodes: Informer<Node>) {
         services: Informer::start(client.clone()),
         client,
         nodes,
-        queue: WorkQueue::default(),
+        queue: WorkQueue::named("service"),
     });
     let mut svc_events = ctx.services.subscribe();
     let mut node_events = ctx.nodes.subscribe();

@@ -45,7 +45,7 @@ pub async fn run(client: kube::Client) {
         client,
         namespaces,
         accounts,
-        queue: WorkQueue::default(),
+        queue: WorkQueue::named("serviceaccount"),
     });
     let mut ns_events = ctx.namespaces.subscribe();
     let mut sa_events = ctx.accounts.subscribe();

@@ -203,7 +203,7 @@ pub async fn run(client: kube::Client) {
         classes: Informer::start(client.clone()),
         drivers: Informer::start(client.clone()),
         client,
-        queue: WorkQueue::default(),
+        queue: WorkQueue::named("smb-csi"),
     });
     let mut claim_events = ctx.claims.subscribe();
     let mut volume_events = ctx.volumes.subscribe();

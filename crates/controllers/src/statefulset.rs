@@ -60,7 +60,7 @@ pub async fn run(client: kube::Client, pods: Informer<Pod>) {
         revisions: Informer::start(client.clone()),
         client,
         pods,
-        queue: WorkQueue::default(),
+        queue: WorkQueue::named("statefulset"),
     });
     let mut set_events = ctx.sets.subscribe();
     let mut pod_events = ctx.pods.subscribe();

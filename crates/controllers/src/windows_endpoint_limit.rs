@@ -49,7 +49,7 @@ pub async fn run(client: kube::Client, pods: Informer<Pod>, nodes: Informer<Node
         pods,
         nodes,
         warned: std::sync::Mutex::default(),
-        queue: WorkQueue::default(),
+        queue: WorkQueue::named("windows-endpoint-limit"),
     });
     let mut svc_events = ctx.services.subscribe();
     let mut slice_events = ctx.slices.subscribe();

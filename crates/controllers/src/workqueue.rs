@@ -1,7 +1,8 @@
 //! A rate-limited work queue of object keys — client-go's `workqueue`: a key is queued at most
 //! once, is never processed by two workers at the same time (a key added while it is processed is
 //! processed again afterwards), failures are retried with per-key exponential back-off, and a
-//! worker can ask to see a key again after a delay.
+//! worker can ask to see a key again after a delay. A queue made with [`WorkQueue::named`]
+//! reports client-go's workqueue metrics under its upstream name (see `crate::metrics`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
@@ -9,6 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::metrics::{QueueMetrics, WorkqueueMetrics};
 
 #[derive(Default)]
 struct State {
@@ -17,6 +21,10 @@ struct State {
     processing: HashSet<String>,
     dirty: HashSet<String>,
     failures: HashMap<String, u32>,
+    /// With metrics: when each waiting key was first added, and when each key in processing
+    /// was taken.
+    added_at: HashMap<String, Instant>,
+    taken_at: HashMap<String, Instant>,
 }
 
 /// A shared queue of keys; cheap to clone.
@@ -24,6 +32,7 @@ struct State {
 pub struct WorkQueue {
     state: Arc<Mutex<State>>,
     notify: Arc<Notify>,
+    metrics: Option<QueueMetrics>,
 }
 
 /// First retry delay after a failure; doubles per consecutive failure of the same key.
@@ -32,6 +41,33 @@ const BASE_DELAY: Duration = Duration::from_millis(50);
 const MAX_DELAY: Duration = Duration::from_secs(60);
 
 impl WorkQueue {
+    /// A queue called `name` (upstream's queue name, e.g. `deployment`), measured when the
+    /// process has a workqueue metrics provider (`crate::metrics::set_provider`).
+    pub fn named(name: &str) -> WorkQueue {
+        match crate::metrics::provider() {
+            Some(m) => WorkQueue::with_metrics(name, m),
+            None => WorkQueue::default(),
+        }
+    }
+
+    /// A queue called `name` reporting to `metrics`.
+    pub fn with_metrics(name: &str, metrics: &WorkqueueMetrics) -> WorkQueue {
+        WorkQueue {
+            metrics: Some(metrics.queue(name)),
+            ..WorkQueue::default()
+        }
+    }
+
+    /// Counts an add that made `key` waiting (client-go's `metrics.add`).
+    fn note_add(&self, s: &mut State, key: &str) {
+        if let Some(m) = &self.metrics {
+            m.added();
+            if !s.added_at.contains_key(key) {
+                s.added_at.insert(key.to_string(), Instant::now());
+            }
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -41,10 +77,14 @@ impl WorkQueue {
         let key = key.into();
         let mut s = self.lock();
         if s.processing.contains(&key) {
-            s.dirty.insert(key);
+            if !s.dirty.contains(&key) {
+                self.note_add(&mut s, &key);
+                s.dirty.insert(key);
+            }
             return;
         }
         if s.queued.insert(key.clone()) {
+            self.note_add(&mut s, &key);
             s.queue.push_back(key);
             drop(s);
             self.notify.notify_one();
@@ -54,6 +94,9 @@ impl WorkQueue {
     /// Queues `key` after `delay`.
     pub fn add_after(&self, key: impl Into<String>, delay: Duration) {
         let key = key.into();
+        if let Some(m) = &self.metrics {
+            m.retried();
+        }
         let q = self.clone();
         crate::scope::spawn(async move {
             tokio::time::sleep(delay).await;
@@ -89,6 +132,12 @@ impl WorkQueue {
                 if let Some(key) = s.queue.pop_front() {
                     s.queued.remove(&key);
                     s.processing.insert(key.clone());
+                    if let Some(m) = &self.metrics {
+                        let now = Instant::now();
+                        let waited = s.added_at.remove(&key).map(|t| (now - t).as_secs_f64());
+                        m.taken(waited);
+                        s.taken_at.insert(key.clone(), now);
+                    }
                     if !s.queue.is_empty() {
                         self.notify.notify_one();
                     }
@@ -103,6 +152,11 @@ impl WorkQueue {
     pub fn done(&self, key: &str) {
         let mut s = self.lock();
         s.processing.remove(key);
+        if let Some(m) = &self.metrics
+            && let Some(t) = s.taken_at.remove(key)
+        {
+            m.worked(t.elapsed().as_secs_f64());
+        }
         if s.dirty.remove(key) && s.queued.insert(key.to_string()) {
             s.queue.push_back(key.to_string());
             drop(s);

@@ -71,6 +71,9 @@ pub fn apply_defaults(rt: &ResourceType, obj: &mut Value) {
         ("apiregistration.k8s.io", "APIService") => {
             crate::validation::apiregistration::default_api_service(obj)
         }
+        ("autoscaling", "HorizontalPodAutoscaler") => {
+            crate::validation::autoscaling::default_hpa(obj)
+        }
         _ => {}
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod admission;
 pub mod apiextensions;
+pub mod conversion;
 pub mod defaults;
 pub mod events;
 pub mod field;

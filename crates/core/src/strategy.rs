@@ -104,6 +104,8 @@ fn initial_status(rt: &ResourceType, obj: &Value) -> Option<Value> {
             json!({"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0})
         }
         ("storage.k8s.io", "VolumeAttachment") => json!({"attached": false}),
+        // `desiredReplicas` is the one field of upstream's v2 status without `omitempty`.
+        ("autoscaling", "HorizontalPodAutoscaler") => json!({"desiredReplicas": 0}),
         // Nodes are created by their agent with a status: upstream keeps it.
         ("", "Node") => return None,
         _ if has_status_subresource(rt) => json!({}),

@@ -3,7 +3,8 @@
 //! (and dropped) as upstream's strict/ignore field validation does.
 
 use k8s_openapi::api::{
-    apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
+    apps::v1 as apps, autoscaling::v1 as autoscaling_v1, autoscaling::v2 as autoscaling_v2,
+    batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
     discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
     node::v1 as node, policy::v1 as policy, scheduling::v1 as scheduling, storage::v1 as storage,
 };
@@ -92,6 +93,12 @@ pub fn roundtrip(rt: &ResourceType, mut input: Value) -> Result<Decoded, DecodeE
         ("networking.k8s.io", "IngressClass") => round::<networking::IngressClass>(value),
         ("networking.k8s.io", "NetworkPolicy") => round::<networking::NetworkPolicy>(value),
         ("policy", "PodDisruptionBudget") => round::<policy::PodDisruptionBudget>(value),
+        ("autoscaling", "HorizontalPodAutoscaler") if rt.version == "v1" => {
+            round::<autoscaling_v1::HorizontalPodAutoscaler>(value)
+        }
+        ("autoscaling", "HorizontalPodAutoscaler") => {
+            round::<autoscaling_v2::HorizontalPodAutoscaler>(value)
+        }
         ("scheduling.k8s.io", "PriorityClass") => round::<scheduling::PriorityClass>(value),
         ("storage.k8s.io", "StorageClass") => round::<storage::StorageClass>(value),
         ("storage.k8s.io", "CSIDriver") => round::<storage::CSIDriver>(value),

@@ -9,6 +9,7 @@
 pub mod bench;
 pub mod framework;
 pub mod labels;
+pub mod metrics;
 pub mod os;
 pub mod plugins;
 pub mod preemption;
@@ -20,6 +21,7 @@ pub mod snapshot;
 
 pub use bench::{BenchError, BenchReport, run_bench};
 pub use framework::{FitError, Framework, FrameworkOptions, Placement, TieBreak};
+pub use metrics::SchedulerMetrics;
 pub use scheduler::{DEFAULT_SCHEDULER_NAME, SchedulerHandle, SchedulerOptions, Stats, run, start};
 pub use snapshot::{NodeInfo, PodInfo, Snapshot};
 

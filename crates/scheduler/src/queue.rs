@@ -70,6 +70,15 @@ impl SchedulingQueue {
         self.active.len() + self.backoff.len() + self.unschedulable.len()
     }
 
+    /// Pods waiting in the active queue, in back-off and as unschedulable.
+    pub fn pending_counts(&self) -> (usize, usize, usize) {
+        (
+            self.active.len(),
+            self.backoff.len(),
+            self.unschedulable.len(),
+        )
+    }
+
     /// Whether no pod waits.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -26,6 +26,7 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::time::Instant;
 
 use crate::framework::{FitError, Framework, FrameworkOptions, Placement, TieBreak};
+use crate::metrics::AttemptResult;
 use crate::plugins::volume_binding;
 use crate::preemption::{self, Candidate, Nominator, NotPreempting, Pdb, Preemptor};
 use crate::queue::SchedulingQueue;
@@ -57,6 +58,8 @@ pub struct SchedulerOptions {
     /// Record `Scheduled` events for successful bindings (upstream always does; turning it off
     /// halves the writes per pod). `FailedScheduling` events are always recorded.
     pub record_scheduled_events: bool,
+    /// Where attempts, pending pods and preemptions are reported (see `metrics`).
+    pub metrics: crate::metrics::SchedulerMetrics,
 }
 
 impl Default for SchedulerOptions {
@@ -70,6 +73,7 @@ impl Default for SchedulerOptions {
             max_queued_events: 1_000,
             tie_break: TieBreak::Random,
             record_scheduled_events: true,
+            metrics: Default::default(),
         }
     }
 }
@@ -108,6 +112,8 @@ enum Nomination {
 }
 
 struct BindOutcome {
+    /// When the scheduling attempt began (the pod left the queue).
+    started: Instant,
     key: PodKey,
     pod: Arc<Pod>,
     node: String,
@@ -331,6 +337,8 @@ impl Loop {
         let mut since_yield = 0u32;
         loop {
             let now = Instant::now();
+            let (active, backoff, unschedulable) = self.queue.pending_counts();
+            self.options.metrics.pending(active, backoff, unschedulable);
             while let Ok(input) = inputs.try_recv() {
                 self.on_input(input, now);
             }
@@ -568,6 +576,7 @@ impl Loop {
     }
 
     fn schedule_one(&mut self, key: PodKey, now: Instant) {
+        let started = Instant::now();
         let Some(pod) = self.pending.get(&key).cloned() else {
             self.queue.remove(&key);
             return;
@@ -603,6 +612,7 @@ impl Loop {
                     .insert(key.clone(), (placement.node.clone(), pod.clone()));
                 self.in_flight += 1;
                 tokio::spawn(bind(
+                    started,
                     self.client.clone(),
                     volume_binding::claims_to_bind(self.snapshot.volumes(), &pod),
                     pod,
@@ -626,6 +636,11 @@ impl Loop {
                     Some(Err(NotPreempting::NotEligible(_))) | None => Nomination::Keep,
                 };
                 self.queue.unschedulable(key, now);
+                self.options.metrics.attempt(
+                    &self.options.scheduler_name,
+                    AttemptResult::Unschedulable,
+                    started.elapsed().as_secs_f64(),
+                );
                 self.report_unschedulable(pod, &fit, nomination);
             }
         }
@@ -643,6 +658,7 @@ impl Loop {
         if fit.num_all_nodes == 0 {
             return None;
         }
+        self.options.metrics.preemption_attempt();
         let pdbs: Vec<Pdb> = self.pdbs.values().cloned().collect();
         self.preempt_offset = self.preempt_offset.wrapping_add(1);
         let preemptor = Preemptor {
@@ -727,11 +743,22 @@ impl Loop {
     fn on_bound(&mut self, outcome: BindOutcome, now: Instant) {
         self.in_flight = self.in_flight.saturating_sub(1);
         let BindOutcome {
+            started,
             key,
             pod: bound_pod,
             node,
             result,
         } = outcome;
+        let attempt = if result.is_ok() {
+            AttemptResult::Scheduled
+        } else {
+            AttemptResult::Error
+        };
+        self.options.metrics.attempt(
+            &self.options.scheduler_name,
+            attempt,
+            started.elapsed().as_secs_f64(),
+        );
         match result {
             Ok(()) => {
                 self.queue.remove(&key);
@@ -924,6 +951,7 @@ async fn sleep_until(at: Option<Instant>) {
 /// VolumeBinding's PreBind for the pod's delayed `claims`, then `POST pods/<name>/binding`
 /// (upstream `DefaultBinder.Bind`).
 async fn bind(
+    started: Instant,
     client: kube::Client,
     claims: Vec<volume_binding::DelayedClaim>,
     pod: Arc<Pod>,
@@ -958,6 +986,7 @@ async fn bind(
     }
     .await;
     let _ = tx.send(BindOutcome {
+        started,
         key,
         pod,
         node,

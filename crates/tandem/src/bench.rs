@@ -126,6 +126,84 @@ pub struct ApiBench {
     /// (Debian's etcd-server, started for the run), or both one after the other.
     #[arg(long, value_enum, default_value_t = BenchStore::Sqlite)]
     store: BenchStore,
+    /// The API server's Prometheus metrics: `on` (as served), `off` (a server built without
+    /// them), or `both`: the same load on a server without, then on one with, figures side by
+    /// side — what measuring every request costs.
+    #[arg(long, value_enum, default_value_t = BenchMetrics::On)]
+    metrics: BenchMetrics,
+}
+
+/// `--metrics` of the API benchmark.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchMetrics {
+    On,
+    Off,
+    Both,
+}
+
+impl BenchMetrics {
+    /// Whether each run has metrics, in order.
+    fn each(self) -> &'static [bool] {
+        match self {
+            BenchMetrics::On => &[true],
+            BenchMetrics::Off => &[false],
+            // Off, on, on, off: drift over the runs (a warming disk cache, the earlier servers'
+            // leftovers, other load) weighs on both alike.
+            BenchMetrics::Both => &[false, true, true, false],
+        }
+    }
+}
+
+/// `--metrics both`: each run's figures, and the mean of each mode's with the change.
+fn print_metrics_comparison(runs: &[(bool, ApiFigures)]) {
+    println!();
+    let line = |label: &str, rate: f64, p50: f64, p99: f64, list: f64, watch: f64| {
+        println!(
+            "{label:<18} {rate:>6.0} creates/s   create p50 {p50:.2} ms  p99 {p99:.2} ms   LIST median {list:.2} ms   watch p99 {watch:.2} ms"
+        );
+    };
+    let msec = |d: Duration| d.as_secs_f64() * 1000.0;
+    for (on, f) in runs {
+        let label = if *on {
+            "  run, metrics on"
+        } else {
+            "  run, metrics off"
+        };
+        line(
+            label,
+            f.rate(),
+            msec(f.create_p50),
+            msec(f.create_p99),
+            msec(f.list_median),
+            msec(f.watch_p99),
+        );
+    }
+    let mean = |on: bool, figure: &dyn Fn(&ApiFigures) -> f64| {
+        let of_mode: Vec<f64> = runs
+            .iter()
+            .filter(|(m, _)| *m == on)
+            .map(|(_, f)| figure(f))
+            .collect();
+        of_mode.iter().sum::<f64>() / of_mode.len().max(1) as f64
+    };
+    let figures: [&dyn Fn(&ApiFigures) -> f64; 5] = [
+        &|f| f.rate(),
+        &|f| msec(f.create_p50),
+        &|f| msec(f.create_p99),
+        &|f| msec(f.list_median),
+        &|f| msec(f.watch_p99),
+    ];
+    let [off, on] = [false, true].map(|m| figures.map(|fig| mean(m, fig)));
+    line("metrics off (mean)", off[0], off[1], off[2], off[3], off[4]);
+    line("metrics on (mean)", on[0], on[1], on[2], on[3], on[4]);
+    let change = |i: usize| (on[i] / off[i] - 1.0) * 100.0;
+    println!(
+        "metrics on vs off:  creates/s {:+.1} %, create p50 {:+.1} %, p99 {:+.1} %, LIST median {:+.1} %",
+        change(0),
+        change(1),
+        change(2),
+        change(3)
+    );
 }
 
 /// `--store` of the API and scheduler benchmarks.
@@ -195,10 +273,16 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         }) => crate::bench_wire::custom_resource(crd, pods, clients).await,
         BenchCommand::Api(b) => {
             for (i, store) in b.store.each().iter().enumerate() {
-                if i > 0 {
-                    println!();
+                let mut runs = Vec::new();
+                for &metrics in b.metrics.each() {
+                    if i > 0 || !runs.is_empty() {
+                        println!();
+                    }
+                    runs.push((metrics, api(&b, *store, metrics).await?));
                 }
-                api(&b, *store).await?;
+                if b.metrics == BenchMetrics::Both {
+                    print_metrics_comparison(&runs);
+                }
             }
             Ok(())
         }
@@ -339,6 +423,10 @@ pub(crate) async fn bench_server_in(
         upstream_os_placement: false,
         service_cidr: "10.96.0.0/12".to_string(),
         authorization_mode: Default::default(),
+        // Nothing to scrape: benchmark servers run no node agents.
+        metric_resolution: std::time::Duration::ZERO,
+        hpa_sync_period: std::time::Duration::from_secs(15),
+        hpa_downscale_stabilization: std::time::Duration::from_secs(300),
         store: store.clone(),
         leader_election: Default::default(),
     };
@@ -367,7 +455,23 @@ pub(crate) fn pod(name: &str) -> anyhow::Result<Pod> {
     }))?)
 }
 
-async fn api(b: &ApiBench, store: BenchStore) -> anyhow::Result<()> {
+/// The figures of one `tandem bench api` run.
+struct ApiFigures {
+    creates: usize,
+    elapsed: Duration,
+    create_p50: Duration,
+    create_p99: Duration,
+    list_median: Duration,
+    watch_p99: Duration,
+}
+
+impl ApiFigures {
+    fn rate(&self) -> f64 {
+        self.creates as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+async fn api(b: &ApiBench, store: BenchStore, metrics: bool) -> anyhow::Result<ApiFigures> {
     let dir = tempfile::tempdir().context("cannot create a temp dir")?;
     let handle = bench_store(store, dir.path()).await?;
     let args = ServerArgs {
@@ -379,15 +483,23 @@ async fn api(b: &ApiBench, store: BenchStore) -> anyhow::Result<()> {
         upstream_os_placement: false,
         service_cidr: "10.96.0.0/12".to_string(),
         authorization_mode: Default::default(),
+        // Nothing to scrape: benchmark servers run no node agents.
+        metric_resolution: std::time::Duration::ZERO,
+        hpa_sync_period: std::time::Duration::from_secs(15),
+        hpa_downscale_stabilization: std::time::Duration::from_secs(300),
         store: handle.args.clone(),
         leader_election: Default::default(),
     };
-    let (server, _store) = crate::cluster::start(&args).await?;
+    let server_metrics = metrics.then(tandem_apiserver::metrics::ServerMetrics::standalone);
+    let (server, _store) = crate::cluster::start_with_metrics(&args, server_metrics).await?;
     let kubeconfig = kube::config::Kubeconfig::read_from(args.data_dir.join("kubeconfig"))?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
     println!(
-        "tandem bench api: {} pods, {} clients, {}",
-        b.pods, b.clients, handle.description
+        "tandem bench api: {} pods, {} clients, {}, Prometheus metrics {}",
+        b.pods,
+        b.clients,
+        handle.description,
+        if metrics { "on" } else { "off" }
     );
     println!(
         "server: https://{} (in this process; client and server share the machine)",
@@ -495,5 +607,13 @@ async fn api(b: &ApiBench, store: BenchStore) -> anyhow::Result<()> {
         ms(percentile(&delivered, 0.5)),
         ms(percentile(&delivered, 0.99))
     );
-    Ok(())
+    drop(server);
+    Ok(ApiFigures {
+        creates: latencies.len(),
+        elapsed,
+        create_p50: percentile(&latencies, 0.5),
+        create_p99: percentile(&latencies, 0.99),
+        list_median: percentile(&list_times, 0.5),
+        watch_p99: percentile(&delivered, 0.99),
+    })
 }

@@ -63,6 +63,10 @@ async fn run(pods: usize, clients: usize, mode: AuthorizationMode) -> anyhow::Re
         upstream_os_placement: false,
         service_cidr: "10.96.0.0/12".to_string(),
         authorization_mode: mode,
+        // Nothing to scrape: benchmark servers run no node agents.
+        metric_resolution: std::time::Duration::ZERO,
+        hpa_sync_period: std::time::Duration::from_secs(15),
+        hpa_downscale_stabilization: std::time::Duration::from_secs(300),
         store: Default::default(),
         leader_election: Default::default(),
     };

@@ -14,6 +14,43 @@ use crate::{LinuxRuntime, ServerArgs, UpArgs};
 
 /// Opens the store in the data dir and starts the API server on it.
 pub async fn start(args: &ServerArgs) -> anyhow::Result<(ApiServer, Arc<dyn Store>)> {
+    start_with_metrics(
+        args,
+        Some(tandem_apiserver::metrics::ServerMetrics::standalone()),
+    )
+    .await
+}
+
+/// The process's Prometheus metrics: one registry holding the API server's, the scheduler's and
+/// the controllers' families (and the process's), built before any of them starts; the API
+/// server serves it at `/metrics`.
+pub struct ControlPlaneMetrics {
+    pub server: tandem_apiserver::metrics::ServerMetrics,
+    pub scheduler: tandem_scheduler::SchedulerMetrics,
+    pub workqueue: tandem_controllers::metrics::WorkqueueMetrics,
+}
+
+impl ControlPlaneMetrics {
+    pub fn new() -> ControlPlaneMetrics {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let api = tandem_apiserver::metrics::ApiMetrics::new(&mut registry);
+        let scheduler = tandem_scheduler::SchedulerMetrics::new(&mut registry);
+        let workqueue = tandem_controllers::metrics::WorkqueueMetrics::new(&mut registry);
+        tandem_apiserver::metrics::register_process_metrics(&mut registry);
+        ControlPlaneMetrics {
+            server: tandem_apiserver::metrics::ServerMetrics::new(registry, api),
+            scheduler,
+            workqueue,
+        }
+    }
+}
+
+/// As [`start`], with the API server's metrics (`None`: a server built without them, for
+/// `tandem bench api --metrics`).
+pub async fn start_with_metrics(
+    args: &ServerArgs,
+    server_metrics: Option<tandem_apiserver::metrics::ServerMetrics>,
+) -> anyhow::Result<(ApiServer, Arc<dyn Store>)> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
     let store = args.store.open(&args.data_dir).await?;
@@ -30,6 +67,8 @@ pub async fn start(args: &ServerArgs) -> anyhow::Result<(ApiServer, Arc<dyn Stor
         allow_privileged: args.allow_privileged,
         service_ranges,
         authorization: args.authorization_mode,
+        metric_resolution: Some(args.metric_resolution).filter(|d| !d.is_zero()),
+        server_metrics,
     };
     let server = ApiServer::start_with_options(config, dyn_store, options)
         .await
@@ -124,7 +163,11 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let (server, _store) = start(&args).await?;
+    // One registry for the API server, scheduler and controllers this process runs; the work
+    // queues find theirs through the process-wide provider, as client-go's do.
+    let metrics = ControlPlaneMetrics::new();
+    tandem_controllers::metrics::set_provider(metrics.workqueue.clone());
+    let (server, _store) = start_with_metrics(&args, Some(metrics.server.clone())).await?;
     // The SQLite store admits one server (it locks its file), so there is nobody to elect a
     // leader among: the components start at once, and a restart after a crash does not wait a
     // lease duration for its own dead predecessor's Lease.
@@ -152,6 +195,13 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
     // Every controller, the root CA publisher and the CSR approver and signer (nodes joining
     // with a token get their client certificates) run as one controller manager: under leader
     // election on `kube-system/kube-controller-manager`, stopped together when the lease is lost.
+    let controller_options = tandem_controllers::ControllerOptions {
+        hpa: tandem_controllers::hpa::HpaOptions {
+            sync_period: args.hpa_sync_period,
+            downscale_stabilization: args.hpa_downscale_stabilization,
+            ..Default::default()
+        },
+    };
     let controllers = {
         let (c, ca, key) = (
             controllers_client.clone(),
@@ -159,9 +209,10 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
             server.pki.ca_key_pem.clone(),
         );
         move || {
-            let scope = tandem_controllers::start_all(
+            let scope = tandem_controllers::start_all_with(
                 c.clone(),
                 tandem_core::registry::Registry::builtin(),
+                controller_options.clone(),
             );
             scope.enter(|| {
                 tandem_controllers::scope::spawn(tandem_controllers::root_ca_publisher::run(
@@ -192,6 +243,7 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
     )?;
     let sched = tandem_scheduler::SchedulerOptions {
         upstream_os_placement: args.upstream_os_placement,
+        metrics: metrics.scheduler.clone(),
         ..Default::default()
     };
     // The scheduler gets an HTTP/2 connection of its own, as kube-scheduler has through

@@ -101,6 +101,18 @@ pub struct ServerArgs {
     /// Which authorizers run, as kube-apiserver's flag: `Node,RBAC` (default) or `AlwaysAllow`.
     #[arg(long, default_value = "Node,RBAC")]
     pub authorization_mode: tandem_apiserver::auth::authz::AuthorizationMode,
+    /// How often node agents' resource metrics are scraped for `metrics.k8s.io` (`kubectl top`,
+    /// the HorizontalPodAutoscaler), as metrics-server's flag; `0s` scrapes nothing.
+    #[arg(long, default_value = "15s", value_parser = leader::parse_go_duration)]
+    pub metric_resolution: std::time::Duration,
+    /// How often the HorizontalPodAutoscaler controller reconciles every HPA
+    /// (kube-controller-manager's flag).
+    #[arg(long = "horizontal-pod-autoscaler-sync-period", default_value = "15s", value_parser = leader::parse_go_duration)]
+    pub hpa_sync_period: std::time::Duration,
+    /// The down-scale stabilization window of HPAs that set none in `behavior`
+    /// (kube-controller-manager's flag).
+    #[arg(long = "horizontal-pod-autoscaler-downscale-stabilization", default_value = "5m0s", value_parser = leader::parse_go_duration)]
+    pub hpa_downscale_stabilization: std::time::Duration,
     #[command(flatten)]
     pub store: store::StoreArgs,
     #[command(flatten)]

@@ -367,3 +367,101 @@ fn deleting_a_namespace_deletes_its_custom_resources() {
     let out = s.kubectl(&["get", "gadgets", "-A", "-o", "name"]);
     assert_eq!(out.stdout.trim(), "", "{}", out.combined());
 }
+
+const SCALED: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: pools.tandem.test}
+spec:
+  group: tandem.test
+  scope: Namespaced
+  names: {plural: pools, singular: pool, kind: Pool}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.size, statusReplicasPath: .status.count, labelSelectorPath: .status.selector}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {size: {type: integer}}}
+          status: {type: object, properties: {count: {type: integer}, selector: {type: string}}}
+"#;
+
+#[test]
+fn the_scale_subresource_of_a_custom_resource_uses_its_crds_paths() {
+    let s = Server::start();
+    s.create(SCALED);
+    established(&s, "pools.tandem.test");
+    // CRDs print as apiextensions-apiserver prints them: the default table.
+    let crds = s.kubectl(&["get", "crd", "pools.tandem.test"]);
+    assert_eq!(
+        common::header(crds.ok()),
+        "NAME CREATED AT",
+        "{}",
+        crds.stdout
+    );
+    s.create(r#"{"apiVersion":"tandem.test/v1","kind":"Pool","metadata":{"name":"p","namespace":"default"},"spec":{"size":2}}"#);
+    let status = r#"{"status":{"count":2,"selector":"app=pool"}}"#;
+    let out = s.kubectl(&[
+        "patch",
+        "pool",
+        "p",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        status,
+    ]);
+    assert!(out.success(), "{}", out.combined());
+    let scale = s
+        .kubectl(&[
+            "get",
+            "--raw",
+            "/apis/tandem.test/v1/namespaces/default/pools/p/scale",
+        ])
+        .json();
+    assert_eq!(scale["spec"]["replicas"], 2, "{scale}");
+    assert_eq!(scale["status"]["replicas"], 2, "{scale}");
+    assert_eq!(scale["status"]["selector"], "app=pool", "{scale}");
+
+    let out = s.kubectl(&["scale", "pool", "p", "--replicas=5"]);
+    assert!(out.success(), "{}", out.combined());
+    let pool = s.get_json(&["pool", "p"]).unwrap();
+    assert_eq!(pool["spec"]["size"], 5, "{pool}");
+    assert!(pool["spec"].get("replicas").is_none(), "{pool}");
+}
+
+#[test]
+fn the_garbage_collector_follows_owner_references_to_and_from_custom_resources() {
+    let s = Server::start_up(None);
+    s.create(TWO_VERSIONS);
+    established(&s, "gadgets.tandem.test");
+    s.create(r#"{"apiVersion":"tandem.test/v1","kind":"Gadget","metadata":{"name":"owner","namespace":"default"},"spec":{}}"#);
+    let uid = s.get_json(&["gadget", "owner"]).unwrap()["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // A ConfigMap owned by the Gadget, and a Gadget owned by a ConfigMap.
+    s.create(&format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"owned","namespace":"default","ownerReferences":[{{"apiVersion":"tandem.test/v1","kind":"Gadget","name":"owner","uid":"{uid}"}}]}}}}"#
+    ));
+    s.create(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"parent","namespace":"default"}}"#);
+    let parent = s.get_json(&["configmap", "parent"]).unwrap();
+    let parent_uid = parent["metadata"]["uid"].as_str().unwrap();
+    s.create(&format!(
+        r#"{{"apiVersion":"tandem.test/v1","kind":"Gadget","metadata":{{"name":"child","namespace":"default","ownerReferences":[{{"apiVersion":"v1","kind":"ConfigMap","name":"parent","uid":"{parent_uid}"}}]}},"spec":{{}}}}"#
+    ));
+
+    assert!(s.kubectl(&["delete", "gadget", "owner"]).success());
+    let long = std::time::Duration::from_secs(60);
+    s.eventually("the Gadget's ConfigMap collected", long, || {
+        s.get_json(&["configmap", "owned"]).is_none().then_some(())
+    });
+    assert!(s.kubectl(&["delete", "configmap", "parent"]).success());
+    s.eventually("the ConfigMap's Gadget collected", long, || {
+        s.get_json(&["gadget", "child"]).is_none().then_some(())
+    });
+}

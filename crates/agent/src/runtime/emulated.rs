@@ -27,8 +27,9 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::behaviour::{Behaviour, HookBehaviour, StageFile};
 use super::{
-    ContainerInfo, ContainerState, HookKind, ImageInfo, ProbeKind, ProbeResult, PullOutcome,
-    Runtime, RuntimeError, RuntimeStats, SandboxConfig, SandboxInfo, StreamRequest,
+    ContainerInfo, ContainerState, ContainerStats, HookKind, ImageInfo, NodeResources, NodeStats,
+    ProbeKind, ProbeResult, PullOutcome, Runtime, RuntimeError, RuntimeStats, SandboxConfig,
+    SandboxInfo, StreamRequest,
 };
 use crate::clock::Clock;
 use crate::config::NodeOs;
@@ -94,6 +95,10 @@ pub struct EmulatedRuntime {
     pull_lock: tokio::sync::Mutex<()>,
     /// The streaming server of exec and port-forward sessions, started at the first one.
     streaming: tokio::sync::OnceCell<crate::streaming::StreamingServer>,
+    /// When this runtime was created: the emulated node's start for its stats.
+    started: SystemTime,
+    /// The CPU counters of the declared usage model ([`crate::stats::emulated`]).
+    usage: Mutex<crate::stats::emulated::Integrator>,
 }
 
 fn hex_id(parts: &[&str]) -> String {
@@ -144,6 +149,8 @@ impl EmulatedRuntime {
             state: Mutex::new(state),
             pull_lock: tokio::sync::Mutex::new(()),
             streaming: tokio::sync::OnceCell::new(),
+            started: clock.now(),
+            usage: Mutex::new(Default::default()),
         })
     }
 
@@ -761,6 +768,94 @@ impl Runtime for EmulatedRuntime {
             images: state.images.len(),
             image_bytes: state.images.values().map(|i| i.size_bytes).sum(),
         }
+    }
+
+    /// The declared usage of the running containers ([`crate::stats::emulated`]): what the
+    /// pods declare now, CPU integrated at that rate since each container started.
+    async fn container_stats(
+        &self,
+        declared: &crate::stats::emulated::DeclaredPods,
+    ) -> Result<Vec<ContainerStats>, RuntimeError> {
+        let now = self.clock.now();
+        let mut state = self.lock();
+        let mut usage = self
+            .usage
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut out = Vec::new();
+        for rec in state.containers.values_mut() {
+            self.refresh(rec, now);
+            let (ContainerState::Running, Some(started)) = (&rec.info.state, rec.info.started_at)
+            else {
+                continue;
+            };
+            let pod = declared.get(&rec.info.pod_uid);
+            let rate = pod
+                .and_then(|p| p.containers.get(&rec.info.name))
+                .copied()
+                .unwrap_or_default();
+            let since = pod.map_or(started, |p| p.since);
+            let cpu = usage.cpu(&rec.info.id, started, rate.cpu_nano_cores, since, now);
+            out.push(ContainerStats {
+                id: rec.info.id.clone(),
+                pod_uid: rec.info.pod_uid.clone(),
+                name: rec.info.name.clone(),
+                started_at: Some(started),
+                timestamp: now,
+                cpu_core_nanos: cpu,
+                cpu_nano_cores: Some(rate.cpu_nano_cores),
+                memory_working_set_bytes: rate.memory_bytes,
+                memory_usage_bytes: Some(rate.memory_bytes),
+            });
+        }
+        usage.retain(&out.iter().map(|c| c.id.as_str()).collect());
+        Ok(out)
+    }
+
+    /// The node's reservations (`capacity − allocatable`) used all the time since the runtime
+    /// started, plus its containers (and those that are gone).
+    async fn node_stats(
+        &self,
+        node: &NodeResources,
+        containers: &[ContainerStats],
+    ) -> Result<NodeStats, RuntimeError> {
+        let now = containers
+            .iter()
+            .map(|c| c.timestamp)
+            .max()
+            .unwrap_or_else(|| self.clock.now());
+        let reserved = node.capacity.saturating_sub(node.allocatable);
+        let reserved_rate = u64::try_from(reserved.cpu_millis)
+            .unwrap_or(0)
+            .saturating_mul(1_000_000);
+        let retired = self
+            .usage
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .retired();
+        let cpu = containers.iter().fold(
+            crate::stats::emulated::integrate(reserved_rate, self.started, now)
+                .saturating_add(retired),
+            |sum, c| sum.saturating_add(c.cpu_core_nanos),
+        );
+        let rate = containers.iter().fold(reserved_rate, |sum, c| {
+            sum.saturating_add(c.cpu_nano_cores.unwrap_or(0))
+        });
+        let working_set = containers
+            .iter()
+            .fold(u64::try_from(reserved.memory).unwrap_or(0), |sum, c| {
+                sum.saturating_add(c.memory_working_set_bytes)
+            });
+        let capacity = u64::try_from(node.capacity.memory).unwrap_or(0);
+        Ok(NodeStats {
+            start_time: self.started,
+            timestamp: now,
+            cpu_core_nanos: cpu,
+            cpu_nano_cores: Some(rate),
+            memory_working_set_bytes: working_set,
+            memory_available_bytes: Some(capacity.saturating_sub(working_set)),
+            memory_usage_bytes: Some(working_set),
+        })
     }
 }
 

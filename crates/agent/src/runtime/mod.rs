@@ -156,6 +156,53 @@ pub struct RuntimeStats {
     pub image_bytes: i64,
 }
 
+/// One container's usage (CRI `ContainerStats`): measured by a real runtime, declared by the
+/// emulated one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContainerStats {
+    /// The container id, as [`ContainerInfo::id`] spells it.
+    pub id: String,
+    pub pod_uid: String,
+    /// The container's name in the pod spec.
+    pub name: String,
+    pub started_at: Option<SystemTime>,
+    /// When the figures were taken.
+    pub timestamp: SystemTime,
+    /// CPU time used since the container started, in core-nanoseconds (CRI
+    /// `usage_core_nano_seconds`).
+    pub cpu_core_nanos: u64,
+    /// The runtime's own current rate in nanocores, when it gives one (CRI `usage_nano_cores`;
+    /// the declared rate on an emulated node).
+    pub cpu_nano_cores: Option<u64>,
+    pub memory_working_set_bytes: u64,
+    /// All memory charged to the container, when the runtime reports it.
+    pub memory_usage_bytes: Option<u64>,
+}
+
+/// The node's usage as a whole: `/proc` on a real node, reservations plus pods on an emulated
+/// one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeStats {
+    /// When the node started: boot time on a real node, the runtime's start when emulated.
+    pub start_time: SystemTime,
+    pub timestamp: SystemTime,
+    /// CPU time used since `start_time`, in core-nanoseconds.
+    pub cpu_core_nanos: u64,
+    /// The current rate in nanocores when the source knows it exactly (emulated nodes).
+    pub cpu_nano_cores: Option<u64>,
+    pub memory_working_set_bytes: u64,
+    pub memory_available_bytes: Option<u64>,
+    pub memory_usage_bytes: Option<u64>,
+}
+
+/// The node's size, for backends whose node figures are declared rather than measured: an
+/// emulated node uses its reservations (`capacity − allocatable`) all the time.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct NodeResources {
+    pub capacity: crate::config::Resources,
+    pub allocatable: crate::config::Resources,
+}
+
 /// Why a runtime operation failed. `message` is what a user sees.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum RuntimeError {
@@ -259,6 +306,28 @@ pub trait Runtime: Send + Sync {
     async fn port_forward_url(&self, sandbox_id: &str) -> Result<String, RuntimeError>;
     /// Usage figures.
     fn stats(&self) -> RuntimeStats;
+
+    /// Usage of the running containers (CRI `ListContainerStats`). `declared` is the usage the
+    /// node's pods declare now, by pod UID (see [`crate::stats::emulated`]); only an emulated
+    /// backend reads it.
+    async fn container_stats(
+        &self,
+        declared: &crate::stats::emulated::DeclaredPods,
+    ) -> Result<Vec<ContainerStats>, RuntimeError> {
+        let _ = declared;
+        Err(RuntimeError::Unsupported("container stats"))
+    }
+
+    /// Usage of the node as a whole; `containers` is what [`Runtime::container_stats`] just
+    /// returned (an emulated node adds them to its reservations).
+    async fn node_stats(
+        &self,
+        node: &NodeResources,
+        containers: &[ContainerStats],
+    ) -> Result<NodeStats, RuntimeError> {
+        let _ = (node, containers);
+        Err(RuntimeError::Unsupported("node stats"))
+    }
 }
 
 /// Labels every backend records on a container so it can be matched to the pod spec.

@@ -125,7 +125,7 @@ pub async fn run(client: kube::Client, csrs: Informer<CertificateSigningRequest>
     let ctx = Arc::new(Ctx {
         client,
         csrs,
-        queue: WorkQueue::default(),
+        queue: WorkQueue::named("certificate"),
     });
     for csr in ctx.csrs.list() {
         ctx.queue.add(csr.name_any());

@@ -108,7 +108,7 @@ pub async fn run(
         csrs,
         authority,
         max_duration,
-        queue: WorkQueue::default(),
+        queue: WorkQueue::named("certificate"),
     });
     for csr in ctx.csrs.list() {
         ctx.queue.add(csr.name_any());

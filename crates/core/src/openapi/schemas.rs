@@ -81,6 +81,8 @@ const TYPED_KINDS: &[TypedKind] = typed_kinds! {
     "networking.k8s.io/v1" "IngressClass" => networking::v1::IngressClass, list: true;
     "networking.k8s.io/v1" "NetworkPolicy" => networking::v1::NetworkPolicy, list: true;
     "policy/v1" "PodDisruptionBudget" => policy::v1::PodDisruptionBudget, list: true;
+    "autoscaling/v2" "HorizontalPodAutoscaler" => autoscaling::v2::HorizontalPodAutoscaler, list: true;
+    "autoscaling/v1" "HorizontalPodAutoscaler" => autoscaling::v1::HorizontalPodAutoscaler, list: true;
     "scheduling.k8s.io/v1" "PriorityClass" => scheduling::v1::PriorityClass, list: true;
     "storage.k8s.io/v1" "StorageClass" => storage::v1::StorageClass, list: true;
     "storage.k8s.io/v1" "CSIDriver" => storage::v1::CSIDriver, list: true;
@@ -210,6 +212,13 @@ fn build() -> Catalog {
         "windows.k8s.io/v1".to_string(),
         "GMSACredentialSpec".to_string(),
     ));
+    for (name, kind, schema) in metrics_definitions() {
+        if kind != "ContainerMetrics" {
+            kinds.push((name.clone(), METRICS_API.to_string(), kind.to_string()));
+            lists.push((name.clone(), METRICS_API.to_string(), kind.to_string()));
+        }
+        definitions.insert(name, schema);
+    }
     definitions.insert(PATCH.to_string(), patch_definition());
     definitions.insert(WATCH_EVENT.to_string(), watch_event_definition());
 
@@ -419,6 +428,73 @@ fn watch_event_definition() -> Value {
         },
         "required": ["type", "object"],
     })
+}
+
+const METRICS_API: &str = "metrics.k8s.io/v1beta1";
+const METRICS_PREFIX: &str = "io.k8s.metrics.pkg.apis.metrics.v1beta1.";
+
+/// `metrics.k8s.io/v1beta1` `NodeMetrics`, `PodMetrics` and their `ContainerMetrics`, named and
+/// shaped as metrics-server publishes them.
+fn metrics_definitions() -> Vec<(String, &'static str, Value)> {
+    let usage = json!({
+        "description": "The memory and CPU usage.",
+        "type": "object",
+        "additionalProperties": schema_ref("io.k8s.apimachinery.pkg.api.resource.Quantity"),
+    });
+    let timestamp = json!({
+        "description": "The following fields define time interval from which metrics were collected from the interval [Timestamp-Window, Timestamp].",
+        "allOf": [schema_ref("io.k8s.apimachinery.pkg.apis.meta.v1.Time")],
+    });
+    let window = json!({"type": "string"});
+    let object = |description: &str, extra: &[(&str, Value)]| {
+        let mut properties = type_meta_properties();
+        properties.insert("metadata".to_string(), object_metadata_property());
+        properties.insert("timestamp".to_string(), timestamp.clone());
+        properties.insert("window".to_string(), window.clone());
+        for (name, schema) in extra {
+            properties.insert(name.to_string(), schema.clone());
+        }
+        json!({"description": description, "type": "object", "properties": properties})
+    };
+    let container = format!("{METRICS_PREFIX}ContainerMetrics");
+    vec![
+        (
+            format!("{METRICS_PREFIX}NodeMetrics"),
+            "NodeMetrics",
+            object(
+                "NodeMetrics sets resource usage metrics of a node.",
+                &[("usage", usage.clone())],
+            ),
+        ),
+        (
+            format!("{METRICS_PREFIX}PodMetrics"),
+            "PodMetrics",
+            object(
+                "PodMetrics sets resource usage metrics of a pod.",
+                &[(
+                    "containers",
+                    json!({
+                        "description": "Metrics for all containers are collected within the same time window.",
+                        "type": "array",
+                        "items": schema_ref(&container),
+                    }),
+                )],
+            ),
+        ),
+        (
+            container,
+            "ContainerMetrics",
+            json!({
+                "description": "ContainerMetrics sets resource usage metrics of a container.",
+                "type": "object",
+                "properties": {
+                    "name": {"description": "Container name corresponding to the one from pod.spec.containers.", "type": "string"},
+                    "usage": usage,
+                },
+                "required": ["name", "usage"],
+            }),
+        ),
+    ]
 }
 
 /// `windows.k8s.io/v1` `GMSACredentialSpec`, as the upstream windows-gmsa CRD publishes it: a

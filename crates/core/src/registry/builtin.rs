@@ -36,6 +36,9 @@ pub(super) const READ_WRITE: &[&str] = &[
 /// `rest.Creater`, so nothing is stored and nothing can be read back.
 pub(super) const CREATE_ONLY: &[&str] = &["create"];
 
+/// Read-only resources computed on request (`metrics.k8s.io`, as metrics-server serves them).
+pub(super) const READ_ONLY: &[&str] = &["get", "list"];
+
 /// The built-in resources, in discovery order.
 pub(super) const BUILTIN: &[Spec] = &[
     Spec {
@@ -411,6 +414,30 @@ pub(super) const BUILTIN: &[Spec] = &[
         sub: &[],
         verbs: READ_WRITE,
     },
+    // Stored at autoscaling/v2 (listed first, so discovery prefers it) and served at v1 too,
+    // converted (see `crate::conversion`).
+    Spec {
+        group: "autoscaling",
+        version: "v2",
+        kind: "HorizontalPodAutoscaler",
+        plural: "horizontalpodautoscalers",
+        namespaced: true,
+        short: &["hpa"],
+        categories: ALL,
+        sub: &["status"],
+        verbs: READ_WRITE,
+    },
+    Spec {
+        group: "autoscaling",
+        version: "v1",
+        kind: "HorizontalPodAutoscaler",
+        plural: "horizontalpodautoscalers",
+        namespaced: true,
+        short: &["hpa"],
+        categories: ALL,
+        sub: &["status"],
+        verbs: READ_WRITE,
+    },
     Spec {
         group: "policy",
         version: "v1",
@@ -575,6 +602,28 @@ pub(super) const BUILTIN: &[Spec] = &[
         categories: &["api-extensions"],
         sub: &["status"],
         verbs: READ_WRITE,
+    },
+    Spec {
+        group: "metrics.k8s.io",
+        version: "v1beta1",
+        kind: "NodeMetrics",
+        plural: "nodes",
+        namespaced: false,
+        short: &[],
+        categories: &[],
+        sub: &[],
+        verbs: READ_ONLY,
+    },
+    Spec {
+        group: "metrics.k8s.io",
+        version: "v1beta1",
+        kind: "PodMetrics",
+        plural: "pods",
+        namespaced: true,
+        short: &[],
+        categories: &[],
+        sub: &[],
+        verbs: READ_ONLY,
     },
     Spec {
         group: "windows.k8s.io",

@@ -11,6 +11,7 @@
 //! cells: `kubectl` hides those columns unless asked for `-o wide`.
 
 mod age;
+mod autoscaling;
 mod certificates;
 mod cluster_api;
 mod json;
@@ -135,6 +136,7 @@ enum Printer {
     IngressClass,
     NetworkPolicy,
     PodDisruptionBudget,
+    HorizontalPodAutoscaler,
     PriorityClass,
     StorageClass,
     CsiDriver,
@@ -178,6 +180,8 @@ impl Printer {
             ("coordination.k8s.io", "leases") => Printer::Lease,
             ("discovery.k8s.io", "endpointslices") => Printer::EndpointSlice,
             ("rbac.authorization.k8s.io", "roles" | "clusterroles") => Printer::CreatedAt,
+            // apiextensions-apiserver registers no printer for CRDs either.
+            ("apiextensions.k8s.io", "customresourcedefinitions") => Printer::CreatedAt,
             ("rbac.authorization.k8s.io", "rolebindings") => Printer::RoleBinding,
             ("rbac.authorization.k8s.io", "clusterrolebindings") => Printer::ClusterRoleBinding,
             ("certificates.k8s.io", "certificatesigningrequests") => {
@@ -187,6 +191,7 @@ impl Printer {
             ("networking.k8s.io", "ingressclasses") => Printer::IngressClass,
             ("networking.k8s.io", "networkpolicies") => Printer::NetworkPolicy,
             ("policy", "poddisruptionbudgets") => Printer::PodDisruptionBudget,
+            ("autoscaling", "horizontalpodautoscalers") => Printer::HorizontalPodAutoscaler,
             ("scheduling.k8s.io", "priorityclasses") => Printer::PriorityClass,
             ("storage.k8s.io", "storageclasses") => Printer::StorageClass,
             ("storage.k8s.io", "csidrivers") => Printer::CsiDriver,
@@ -694,6 +699,7 @@ pub fn columns(rt: &ResourceType) -> Vec<ColumnDefinition> {
         Printer::IngressClass => networking::ingress_class_columns(),
         Printer::NetworkPolicy => networking::network_policy_columns(),
         Printer::PodDisruptionBudget => cluster_api::pdb_columns(),
+        Printer::HorizontalPodAutoscaler => autoscaling::hpa_columns(),
         Printer::PriorityClass => cluster_api::priority_class_columns(),
         Printer::StorageClass => storage::storage_class_columns(),
         Printer::CsiDriver => storage::csi_driver_columns(),
@@ -742,6 +748,7 @@ pub fn cells(rt: &ResourceType, obj: &Value, now_unix_secs: i64) -> Vec<Value> {
         Printer::IngressClass => networking::ingress_class(obj, now),
         Printer::NetworkPolicy => networking::network_policy(obj, now),
         Printer::PodDisruptionBudget => cluster_api::pdb(obj, now),
+        Printer::HorizontalPodAutoscaler => autoscaling::hpa(obj, now),
         Printer::PriorityClass => cluster_api::priority_class(obj, now),
         Printer::StorageClass => storage::storage_class(obj, now),
         Printer::CsiDriver => storage::csi_driver(obj, now),

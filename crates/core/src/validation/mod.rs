@@ -11,11 +11,13 @@
 //! Endpoints, EndpointSlice), [`storage`] (PVC, PV), [`config`] (ConfigMap, Secret), [`rbac`]
 //! (roles and bindings), [`networking`] (Ingress, IngressClass, NetworkPolicy), [`policy`]
 //! (PodDisruptionBudget), [`scheduling`] (PriorityClass), [`storage_api`] (StorageClass, CSI
-//! objects, VolumeAttachment), [`apiregistration`] (APIService) and [`cluster`] (everything
+//! objects, VolumeAttachment), [`apiregistration`] (APIService), [`autoscaling`]
+//! (HorizontalPodAutoscaler) and [`cluster`] (everything
 //! else), over [`names`] (string formats) and [`quantity`].
 
 pub mod apiregistration;
 pub mod apps;
+pub mod autoscaling;
 pub mod batch;
 pub mod certificates;
 pub mod cluster;
@@ -104,6 +106,7 @@ fn validate_kind(rt: &ResourceType, obj: &Value) -> Vec<FieldError> {
         ("networking.k8s.io", "IngressClass") => networking::validate_ingress_class(obj),
         ("networking.k8s.io", "NetworkPolicy") => networking::validate_network_policy(obj),
         ("policy", "PodDisruptionBudget") => policy::validate_pdb(obj),
+        ("autoscaling", "HorizontalPodAutoscaler") => autoscaling::validate_hpa(obj, None),
         ("scheduling.k8s.io", "PriorityClass") => scheduling::validate_priority_class(obj),
         ("storage.k8s.io", "StorageClass") => storage_api::validate_storage_class(obj),
         ("storage.k8s.io", "CSIDriver") => storage_api::validate_csi_driver(obj),
@@ -150,6 +153,7 @@ pub fn validate_update(rt: &ResourceType, new: &Value, old: &Value) -> Vec<Field
         ("", "PersistentVolume") => storage::validate_pv_update(new, old),
         ("batch", "Job") => batch::validate_job_update(new, old),
         ("batch", "CronJob") => batch::validate_cron_job(new, Some(old)),
+        ("autoscaling", "HorizontalPodAutoscaler") => autoscaling::validate_hpa(new, Some(old)),
         ("node.k8s.io", "RuntimeClass") => cluster::validate_runtime_class_update(new, old),
         ("discovery.k8s.io", "EndpointSlice") => service::validate_endpoint_slice_update(new, old),
         ("networking.k8s.io", "Ingress") => networking::validate_ingress_update(new, old),
@@ -205,6 +209,9 @@ pub fn validate_status_update(rt: &ResourceType, new: &Value, old: &Value) -> Ve
         }
         ("apiregistration.k8s.io", "APIService") => {
             errs.extend(apiregistration::validate_api_service_status(new));
+        }
+        ("autoscaling", "HorizontalPodAutoscaler") => {
+            errs.extend(autoscaling::validate_hpa_status(new));
         }
         ("apps", _) | ("", "ReplicationController") | ("batch", "Job") => {
             for key in [

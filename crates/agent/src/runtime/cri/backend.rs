@@ -34,8 +34,9 @@ use crate::events::ApiReporter;
 use crate::pod_worker::{EventType, Reporter};
 use crate::runtime::prober;
 use crate::runtime::{
-    ContainerInfo, ContainerState, HookKind, ImageInfo, ProbeKind, ProbeResult, PullOutcome,
-    Runtime, RuntimeError, RuntimeStats, SandboxConfig, SandboxInfo, StreamRequest,
+    ContainerInfo, ContainerState, ContainerStats, HookKind, ImageInfo, NodeResources, NodeStats,
+    ProbeKind, ProbeResult, PullOutcome, Runtime, RuntimeError, RuntimeStats, SandboxConfig,
+    SandboxInfo, StreamRequest,
 };
 use crate::volumes::{self, PodVolumes};
 use tandem_core::validation::quantity::Quantity;
@@ -1209,6 +1210,63 @@ impl Runtime for CriRuntime {
             images: state.images.len(),
             image_bytes: state.images.iter().map(|i| i.size_bytes).sum(),
         }
+    }
+
+    /// `ListContainerStats` of the running containers, as the kubelet's CRI stats provider
+    /// reads them; start times come from the status cache.
+    async fn container_stats(
+        &self,
+        _declared: &crate::stats::emulated::DeclaredPods,
+    ) -> Result<Vec<ContainerStats>, RuntimeError> {
+        let listed = self
+            .client
+            .list_container_stats(None)
+            .await
+            .map_err(cri_err)?;
+        let state = self.lock();
+        let now = SystemTime::now();
+        Ok(listed
+            .into_iter()
+            .filter_map(|st| {
+                let attributes = st.attributes?;
+                let id = format!("{ID_PREFIX}{}", attributes.id);
+                let cached = state.containers.get(&id)?;
+                if cached.info.state != ContainerState::Running {
+                    return None;
+                }
+                let cpu = st.cpu.unwrap_or_default();
+                let memory = st.memory.unwrap_or_default();
+                Some(ContainerStats {
+                    pod_uid: attributes
+                        .labels
+                        .get(POD_UID_LABEL)
+                        .cloned()
+                        .unwrap_or_else(|| cached.info.pod_uid.clone()),
+                    name: attributes
+                        .metadata
+                        .map(|m| m.name)
+                        .unwrap_or_else(|| cached.info.name.clone()),
+                    id,
+                    started_at: cached.info.started_at,
+                    timestamp: wall(cpu.timestamp).unwrap_or(now),
+                    cpu_core_nanos: cpu.usage_core_nano_seconds.map_or(0, |v| v.value),
+                    cpu_nano_cores: cpu.usage_nano_cores.map(|v| v.value),
+                    memory_working_set_bytes: memory.working_set_bytes.map_or(0, |v| v.value),
+                    memory_usage_bytes: memory.usage_bytes.map(|v| v.value),
+                })
+            })
+            .collect())
+    }
+
+    /// The node's figures from `/proc` ([`crate::stats::proc`]).
+    async fn node_stats(
+        &self,
+        _node: &NodeResources,
+        _containers: &[ContainerStats],
+    ) -> Result<NodeStats, RuntimeError> {
+        crate::stats::proc::read_node(SystemTime::now()).map_err(|e| RuntimeError::Refused {
+            message: crate::stats::error_chain(&e),
+        })
     }
 }
 

@@ -610,6 +610,22 @@ impl CriClient {
         })
     }
 
+    /// `ListContainerStats`: CPU and memory usage of every container that matches `filter`, as
+    /// the runtime reads them from the containers' cgroups.
+    pub async fn list_container_stats(
+        &self,
+        filter: Option<ContainerStatsFilter>,
+    ) -> Result<Vec<ContainerStats>, CriError> {
+        let response: ListContainerStatsResponse = self
+            .runtime(
+                "ListContainerStats",
+                ListContainerStatsRequest { filter },
+                self.timeouts.short,
+            )
+            .await?;
+        Ok(response.stats)
+    }
+
     /// `UpdateContainerResources`: changes the cgroup limits of a running container.
     pub async fn update_container_resources(
         &self,

@@ -129,6 +129,29 @@ fn controllers() -> Vec<(&'static str, Vec<Rule>)> {
             ],
         ),
         (
+            "horizontal-pod-autoscaler",
+            vec![
+                rule(&["get", "list", "watch"])
+                    .groups(&["autoscaling"])
+                    .resources(&["horizontalpodautoscalers"]),
+                update(&["autoscaling"], &["horizontalpodautoscalers/status"]),
+                rule(&["get", "update"])
+                    .groups(&["*"])
+                    .resources(&["*/scale"]),
+                rule(&["list"]).core(&["pods"]),
+                rule(&["list"])
+                    .groups(&["metrics.k8s.io"])
+                    .resources(&["pods"]),
+                rule(&["get", "list"])
+                    .groups(&["custom.metrics.k8s.io"])
+                    .resources(&["*"]),
+                rule(&["get", "list"])
+                    .groups(&["external.metrics.k8s.io"])
+                    .resources(&["*"]),
+                events_rule(),
+            ],
+        ),
+        (
             "job-controller",
             vec![
                 rule(&["get", "list", "watch", "update", "patch"])

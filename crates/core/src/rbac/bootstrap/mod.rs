@@ -118,6 +118,17 @@ pub fn cluster_roles() -> Vec<ClusterRole> {
             None,
             aggregate_to_edit(),
         ),
+        // metrics-server's manifest ships this role; tandem serves metrics.k8s.io itself.
+        labelled_role(
+            "system:aggregated-metrics-reader",
+            &[AGGREGATE_TO_VIEW, AGGREGATE_TO_EDIT, AGGREGATE_TO_ADMIN],
+            None,
+            vec![
+                rule(&["get", "list", "watch"])
+                    .groups(&["metrics.k8s.io"])
+                    .resources(&["pods", "nodes"]),
+            ],
+        ),
         labelled_role(
             "system:aggregate-to-view",
             &[AGGREGATE_TO_VIEW],

@@ -269,7 +269,7 @@ fn controller_manager_holds_exactly_its_role_and_the_controller_roles() {
     let mut expected = controllers.clone();
     expected.insert("system:kube-controller-manager".to_string());
     assert_eq!(held, expected);
-    assert_eq!(controllers.len(), 18, "{controllers:#?}");
+    assert_eq!(controllers.len(), 19, "{controllers:#?}");
     // Every controller role is also bound to upstream's service account.
     for name in &controllers {
         let sa = name.trim_start_matches("system:controller:").to_string();
