@@ -356,15 +356,81 @@ impl Continue {
 pub struct Filter {
     labels: Option<LabelSelector>,
     fields: Option<FieldSelector>,
+    /// For a custom resource: the CRD's `selectableFields` (as `spec.color`), which field
+    /// selectors may name besides `metadata.name` and `metadata.namespace`.
+    custom_fields: Option<Vec<String>>,
 }
 
 impl Filter {
-    pub fn from_query(rt: &ResourceType, q: &Query) -> ApiResult<Filter> {
-        let labels = q
-            .get("labelSelector")
+    /// The selectors of a request for `rt`, custom resources' selectable fields included.
+    pub fn for_request(state: &State, rt: &ResourceType, q: &Query) -> ApiResult<Filter> {
+        let Some(custom) = state.registry.custom(rt) else {
+            return Filter::from_query(rt, q);
+        };
+        let labels = Filter::label_selector(q)?;
+        let fields = q
+            .get("fieldSelector")
+            .map(FieldSelector::parse)
+            .transpose()
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let paths: Vec<String> = custom
+            .selectable_fields
+            .iter()
+            .map(|p| p.trim_start_matches('.').to_string())
+            .collect();
+        if let Some(f) = &fields {
+            for term in f.terms() {
+                let known = matches!(term.field.as_str(), "metadata.name" | "metadata.namespace")
+                    || paths.contains(&term.field);
+                if !known {
+                    return Err(ApiError::bad_request(format!(
+                        "field label not supported: {}",
+                        term.field
+                    )));
+                }
+            }
+        }
+        Ok(Filter {
+            labels,
+            fields,
+            custom_fields: Some(paths),
+        })
+    }
+
+    fn label_selector(q: &Query) -> ApiResult<Option<LabelSelector>> {
+        q.get("labelSelector")
             .map(LabelSelector::parse)
             .transpose()
-            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))
+    }
+
+    /// A custom resource's value of a selectable field as a selector compares it: strings as
+    /// they are, numbers and booleans printed, anything missing as "".
+    fn custom_field(v: &Value, field: &str) -> String {
+        let pointer: String = field.split('.').map(|s| format!("/{s}")).collect();
+        match v.pointer(&pointer) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            Some(Value::Bool(b)) => b.to_string(),
+            _ => String::new(),
+        }
+    }
+
+    fn custom_matches(&self, v: &Value) -> bool {
+        let Some(f) = &self.fields else {
+            return true;
+        };
+        f.terms().iter().all(|t| {
+            let actual = Filter::custom_field(v, &t.field);
+            match t.op {
+                tandem_core::selector::FieldOp::Equals => actual == t.value,
+                tandem_core::selector::FieldOp::NotEquals => actual != t.value,
+            }
+        })
+    }
+
+    pub fn from_query(rt: &ResourceType, q: &Query) -> ApiResult<Filter> {
+        let labels = Filter::label_selector(q)?;
         let fields = q
             .get("fieldSelector")
             .map(FieldSelector::parse)
@@ -374,7 +440,11 @@ impl Filter {
             f.validate(rt)
                 .map_err(|e| ApiError::bad_request(e.to_string()))?;
         }
-        Ok(Filter { labels, fields })
+        Ok(Filter {
+            labels,
+            fields,
+            custom_fields: None,
+        })
     }
 
     pub fn matches(&self, rt: &ResourceType, v: &Value) -> bool {
@@ -382,6 +452,9 @@ impl Filter {
             && !l.matches(&meta::labels(v))
         {
             return false;
+        }
+        if self.custom_fields.is_some() {
+            return self.custom_matches(v);
         }
         if let Some(f) = &self.fields {
             return f.matches(rt, v).unwrap_or(false);
@@ -404,6 +477,9 @@ impl Filter {
             && !l.matches(&attrs.labels)
         {
             return false;
+        }
+        if self.custom_fields.is_some() && self.fields.is_some() {
+            return self.custom_matches(&o.value());
         }
         if let Some(f) = &self.fields {
             return f.matches_fields(rt, &attrs.fields).unwrap_or(false);
@@ -449,7 +525,7 @@ impl State {
     /// revision a continue token or `resourceVersion` pins.
     pub async fn list(&self, ctx: &Ctx, rt: &ResourceType, ns: Option<&str>) -> ApiResult<Reply> {
         let q = &ctx.query;
-        let filter = Filter::from_query(rt, q)?;
+        let filter = Filter::for_request(self, rt, q)?;
         let limit = int_param(q, "limit")?
             .filter(|l| *l > 0)
             .map(|l| l as usize);
@@ -1800,7 +1876,7 @@ impl State {
         ns: Option<&str>,
         opts: &Value,
     ) -> ApiResult<Reply> {
-        let filter = Filter::from_query(rt, &ctx.query)?;
+        let filter = Filter::for_request(self, rt, &ctx.query)?;
         let prefix = rt.namespace_prefix(ns);
         let items = if crate::cache::caches(rt) {
             self.cache

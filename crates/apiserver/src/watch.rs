@@ -103,7 +103,7 @@ pub async fn start(
     ns: Option<String>,
 ) -> ApiResult<mpsc::Receiver<Bytes>> {
     let q = &ctx.query;
-    let filter = Filter::from_query(&rt, q)?;
+    let filter = Filter::for_request(&state, &rt, q)?;
     let send_initial = q.bool("sendInitialEvents");
     let bookmarks = q.bool("allowWatchBookmarks");
     if send_initial && !bookmarks {

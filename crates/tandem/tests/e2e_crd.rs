@@ -465,3 +465,62 @@ fn the_garbage_collector_follows_owner_references_to_and_from_custom_resources()
         s.get_json(&["gadget", "child"]).is_none().then_some(())
     });
 }
+
+const SELECTABLE: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: shirts.tandem.test}
+spec:
+  group: tandem.test
+  scope: Namespaced
+  names: {plural: shirts, singular: shirt, kind: Shirt}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    selectableFields: [{jsonPath: .spec.color}, {jsonPath: .spec.size}]
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {color: {type: string}, size: {type: integer}}}
+"#;
+
+#[test]
+fn field_selectors_use_a_crds_selectable_fields() {
+    let s = Server::start();
+    s.create(SELECTABLE);
+    established(&s, "shirts.tandem.test");
+    for (name, color, size) in [("a", "blue", 1), ("b", "red", 2), ("c", "blue", 3)] {
+        s.create(&format!(
+            r#"{{"apiVersion":"tandem.test/v1","kind":"Shirt","metadata":{{"name":"{name}","namespace":"default"}},"spec":{{"color":"{color}","size":{size}}}}}"#
+        ));
+    }
+    let names = |selector: &str| {
+        s.kubectl(&["get", "shirts", "--field-selector", selector, "-o", "name"])
+            .ok()
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names("spec.color=blue"),
+        ["shirt.tandem.test/a", "shirt.tandem.test/c"]
+    );
+    assert_eq!(
+        names("spec.color!=blue,spec.size=2"),
+        ["shirt.tandem.test/b"]
+    );
+    assert_eq!(
+        names("spec.size=3,metadata.name=c"),
+        ["shirt.tandem.test/c"]
+    );
+    let refused = s.kubectl(&["get", "shirts", "--field-selector", "spec.fabric=cotton"]);
+    assert!(
+        refused
+            .err()
+            .contains("field label not supported: spec.fabric"),
+        "{}",
+        refused.stderr
+    );
+}
