@@ -323,38 +323,9 @@ fn new_ephemeral_tracks(pod: &Pod, tracks: &[Track]) -> Vec<Track> {
         .collect()
 }
 
-/// Formats a duration as Go's `time.Duration.String` does for the values the agent reports.
+/// Formats a duration as Go's `time.Duration.String` does.
 pub fn go_duration(d: Duration) -> String {
-    if d.is_zero() {
-        return "0s".into();
-    }
-    if d < Duration::from_secs(1) {
-        let ms = d.as_secs_f64() * 1000.0;
-        return format!("{}ms", trim_float(ms));
-    }
-    let total = d.as_secs_f64();
-    let h = (total / 3600.0).floor();
-    let m = ((total - h * 3600.0) / 60.0).floor();
-    let s = total - h * 3600.0 - m * 60.0;
-    let mut out = String::new();
-    if h > 0.0 {
-        out.push_str(&format!("{h}h"));
-    }
-    if h > 0.0 || m > 0.0 {
-        out.push_str(&format!("{m}m"));
-    }
-    out.push_str(&format!("{}s", trim_float(s)));
-    out
-}
-
-fn trim_float(v: f64) -> String {
-    let s = format!("{v:.3}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s.is_empty() {
-        "0".into()
-    } else {
-        s.to_string()
-    }
+    tandem_core::time::format_duration(d)
 }
 
 /// `name_namespace(uid)`, upstream `format.Pod`.

@@ -131,33 +131,7 @@ fn field(
 }
 
 fn parse_duration(s: &str) -> Option<Duration> {
-    let mut total = 0f64;
-    let mut rest = s;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let n = rest
-            .find(|c: char| !c.is_ascii_digit() && c != '.')
-            .unwrap_or(rest.len());
-        let num: f64 = rest[..n].parse().ok()?;
-        rest = &rest[n..];
-        let u = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..u] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "µs" => 1e-6,
-            "ns" => 1e-9,
-            _ => return None,
-        };
-        total += num * scale;
-        rest = &rest[u..];
-    }
-    Duration::try_from_secs_f64(total).ok()
+    tandem_core::time::parse_go_duration_std(s).ok()
 }
 
 /// Parses a schedule as `cron.ParseStandard`.

@@ -50,9 +50,178 @@ pub fn now_rfc3339() -> String {
     format_rfc3339(unix(SystemTime::now()).0)
 }
 
+/// Why a duration does not parse, in Go's `time.ParseDuration` words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GoDurationError {
+    #[error("time: invalid duration {}", crate::field::go_quote(.0))]
+    Invalid(String),
+    #[error("time: missing unit in duration {}", crate::field::go_quote(.0))]
+    MissingUnit(String),
+    #[error("time: unknown unit {} in duration {}", crate::field::go_quote(.unit), crate::field::go_quote(.text))]
+    UnknownUnit { unit: String, text: String },
+}
+
+/// Parses Go's duration syntax (`time.ParseDuration`): an optional sign, then decimal numbers
+/// each with a unit (`ns`, `us`/`µs`, `ms`, `s`, `m`, `h`), as in `1h30m`, `1.5s`, `-2m`,
+/// `300ms`; `0` alone needs no unit. Returns signed nanoseconds.
+pub fn parse_go_duration(text: &str) -> Result<i64, GoDurationError> {
+    let invalid = || GoDurationError::Invalid(text.to_string());
+    let (negative, mut rest) = match text.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    if rest == "0" {
+        return Ok(0);
+    }
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number = &rest[..number_len];
+        if number.is_empty() || number == "." {
+            return Err(invalid());
+        }
+        let value: f64 = number.parse().map_err(|_| invalid())?;
+        rest = &rest[number_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "" => return Err(GoDurationError::MissingUnit(text.to_string())),
+            "ns" => 1.0,
+            "us" | "µs" | "μs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            unit => {
+                return Err(GoDurationError::UnknownUnit {
+                    unit: unit.to_string(),
+                    text: text.to_string(),
+                });
+            }
+        };
+        total += value * scale;
+        rest = &rest[unit_len..];
+    }
+    if !total.is_finite() || total > i64::MAX as f64 {
+        return Err(invalid());
+    }
+    let nanos = total.round() as i64;
+    Ok(if negative { -nanos } else { nanos })
+}
+
+/// [`parse_go_duration`] for durations that cannot be negative (flags, intervals): a negative
+/// one is [`GoDurationError::Invalid`].
+pub fn parse_go_duration_std(text: &str) -> Result<Duration, GoDurationError> {
+    let nanos = parse_go_duration(text)?;
+    u64::try_from(nanos)
+        .map(Duration::from_nanos)
+        .map_err(|_| GoDurationError::Invalid(text.to_string()))
+}
+
+/// Go's `time.Duration.String()` of signed nanoseconds: `1h2m3s`, `1.5s`, `300ms`, `0s`.
+pub fn format_go_duration(nanos: i64) -> String {
+    if nanos == 0 {
+        return "0s".to_string();
+    }
+    let sign = if nanos < 0 { "-" } else { "" };
+    let u = nanos.unsigned_abs();
+    if u < 1_000_000_000 {
+        let (unit, scale) = if u < 1_000 {
+            ("ns", 1)
+        } else if u < 1_000_000 {
+            ("µs", 1_000)
+        } else {
+            ("ms", 1_000_000)
+        };
+        return format!("{sign}{}{unit}", fraction(u, scale));
+    }
+    let h = u / 3_600_000_000_000;
+    let m = (u / 60_000_000_000) % 60;
+    let secs = fraction(u % 60_000_000_000, 1_000_000_000);
+    if h > 0 {
+        format!("{sign}{h}h{m}m{secs}s")
+    } else if m > 0 {
+        format!("{sign}{m}m{secs}s")
+    } else {
+        format!("{sign}{secs}s")
+    }
+}
+
+/// [`format_go_duration`] of a [`Duration`] (saturating at Go's largest duration).
+pub fn format_duration(d: Duration) -> String {
+    format_go_duration(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// `value / scale` with the fraction's trailing zeros dropped (`1500, 1000` → `1.5`).
+fn fraction(value: u64, scale: u64) -> String {
+    let whole = value / scale;
+    let rest = value % scale;
+    if rest == 0 {
+        return whole.to_string();
+    }
+    let width = scale.ilog10() as usize;
+    let digits = format!("{rest:0width$}");
+    format!("{whole}.{}", digits.trim_end_matches('0'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Go's own `time` package cases (format_test / time_test), both ways.
+    #[test]
+    fn go_durations_print_and_parse_as_go_does() {
+        for (nanos, text) in [
+            (0, "0s"),
+            (1, "1ns"),
+            (1_100, "1.1µs"),
+            (2_200_000, "2.2ms"),
+            (3_300_000_000, "3.3s"),
+            (-4_400_000_000, "-4.4s"),
+            (60_000_000_000, "1m0s"),
+            (90_500_000_000, "1m30.5s"),
+            (3_600_000_000_000, "1h0m0s"),
+            (5_445_000_000_000, "1h30m45s"),
+        ] {
+            assert_eq!(format_go_duration(nanos), text);
+            assert_eq!(parse_go_duration(text), Ok(nanos), "{text}");
+        }
+        for (text, nanos) in [
+            ("1h30m", 5_400_000_000_000),
+            ("+5s", 5_000_000_000),
+            ("300ms", 300_000_000),
+            ("1.5h", 5_400_000_000_000),
+            ("10us", 10_000),
+            (".5s", 500_000_000),
+            ("0", 0),
+        ] {
+            assert_eq!(parse_go_duration(text), Ok(nanos), "{text}");
+        }
+        assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(parse_go_duration_std("1m"), Ok(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn bad_durations_get_gos_messages() {
+        for (text, message) in [
+            ("", r#"time: invalid duration """#),
+            ("ten", r#"time: invalid duration "ten""#),
+            (".s", r#"time: invalid duration ".s""#),
+            ("-", r#"time: invalid duration "-""#),
+            ("3", r#"time: missing unit in duration "3""#),
+            ("1d", r#"time: unknown unit "d" in duration "1d""#),
+        ] {
+            let err = parse_go_duration(text).expect_err(text);
+            assert_eq!(err.to_string(), message);
+        }
+        assert!(parse_go_duration_std("-1s").is_err());
+    }
 
     #[test]
     fn formats_known_instants() {

@@ -170,46 +170,10 @@ impl Elected {
     }
 }
 
-/// Parses a duration as Go's `time.ParseDuration` does: a sequence of decimal numbers, each
-/// with a unit (`ns`, `us`/`µs`, `ms`, `s`, `m`, `h`), such as `15s`, `1m30s`, `1.5h`, `300ms`;
-/// `0` alone needs no unit. Negative durations are refused (no flag here takes one).
+/// Parses a duration as Go's `time.ParseDuration` does (`15s`, `1m30s`, `1.5h`, `300ms`; `0`
+/// alone needs no unit). Negative durations are refused (no flag here takes one).
 pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration {text:?}");
-    let s = text.strip_prefix('+').unwrap_or(text);
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if s.is_empty() || s.starts_with('-') {
-        return Err(bad());
-    }
-    let mut total = 0f64;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("missing unit in duration {text:?}"))?;
-        let (number, tail) = rest.split_at(number_len);
-        if number.is_empty() || number == "." {
-            return Err(bad());
-        }
-        let value: f64 = number.parse().map_err(|_| bad())?;
-        let unit_len = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, next) = tail.split_at(unit_len);
-        let scale = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(format!("unknown unit {unit:?} in duration {text:?}")),
-        };
-        total += value * scale;
-        rest = next;
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| bad())
+    tandem_core::time::parse_go_duration_std(text).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

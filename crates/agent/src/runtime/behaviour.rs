@@ -92,25 +92,14 @@ pub struct Behaviour {
     pub oom_after: Option<Duration>,
 }
 
-/// Parses `250ms`, `3s`, `2m`, `1h`, or a bare number of seconds.
+/// Parses a Go duration (`250ms`, `3s`, `1m30s`) or a bare number of seconds; negative ones are
+/// refused.
 pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
-    let (num, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
-        Some(i) => s.split_at(i),
-        None => (s, "s"),
-    };
-    let n: f64 = num.parse().ok()?;
-    if !n.is_finite() || n < 0.0 {
-        return None;
+    if let Ok(secs) = s.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
     }
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return None,
-    };
-    Some(Duration::from_secs_f64(secs))
+    tandem_core::time::parse_go_duration_std(s).ok()
 }
 
 /// Default behaviour and image sizes from a stage file, matched by pod labels.

@@ -324,39 +324,7 @@ pub fn memory_quantity(bytes: u64) -> String {
 
 /// A duration as Go's `time.Duration.String()` writes it (`15s`, `1m0.5s`, `250ms`).
 pub fn go_duration(d: Duration) -> String {
-    let nanos = d.as_nanos();
-    if nanos == 0 {
-        return "0s".into();
-    }
-    if nanos < 1_000 {
-        return format!("{nanos}ns");
-    }
-    if nanos < 1_000_000 {
-        return format!("{}µs", trim_fraction(nanos, 1_000));
-    }
-    if nanos < 1_000_000_000 {
-        return format!("{}ms", trim_fraction(nanos, 1_000_000));
-    }
-    let total_secs = d.as_secs();
-    let (h, m) = (total_secs / 3600, (total_secs % 3600) / 60);
-    let secs = trim_fraction(nanos % 60_000_000_000, 1_000_000_000);
-    match (h, m) {
-        (0, 0) => format!("{secs}s"),
-        (0, m) => format!("{m}m{secs}s"),
-        (h, m) => format!("{h}h{m}m{secs}s"),
-    }
-}
-
-/// `value / unit` with its fraction, trailing zeros removed (`1500, 1000` → `1.5`).
-fn trim_fraction(value: u128, unit: u128) -> String {
-    let whole = value / unit;
-    let frac = value % unit;
-    if frac == 0 {
-        return whole.to_string();
-    }
-    let width = unit.ilog10() as usize;
-    let digits = format!("{frac:0width$}");
-    format!("{whole}.{}", digits.trim_end_matches('0'))
+    tandem_core::time::format_duration(d)
 }
 
 /// metrics-server's table: Name, CPU, Memory, Window (a pod's figures summed).

@@ -331,88 +331,14 @@ fn raw_to_json(schema: &Schema, bytes: &[u8]) -> Result<Value, TranscodeError> {
 /// Unix seconds of Go's zero `time.Time`, which marshals as an unset time.
 const GO_ZERO_TIME: i64 = -62_135_596_800;
 
-/// Go's `time.Duration.String()`: `1h2m3s`, `1.5s`, `300ms`, `0s`.
+/// Go's `time.Duration.String()` of nanoseconds (see [`tandem_core::time::format_go_duration`]).
 pub(crate) fn format_go_duration(nanos: i64) -> String {
-    if nanos == 0 {
-        return "0s".to_string();
-    }
-    let neg = nanos < 0;
-    let u = nanos.unsigned_abs();
-    let sign = if neg { "-" } else { "" };
-    if u < 1_000_000_000 {
-        let (unit, scale) = if u < 1_000 {
-            ("ns", 1)
-        } else if u < 1_000_000 {
-            ("µs", 1_000)
-        } else {
-            ("ms", 1_000_000)
-        };
-        return format!("{sign}{}{unit}", fraction(u, scale));
-    }
-    let h = u / 3_600_000_000_000;
-    let m = (u / 60_000_000_000) % 60;
-    let s_nanos = u % 60_000_000_000;
-    let secs = fraction(s_nanos, 1_000_000_000);
-    if h > 0 {
-        format!("{sign}{h}h{m}m{secs}s")
-    } else if m > 0 {
-        format!("{sign}{m}m{secs}s")
-    } else {
-        format!("{sign}{secs}s")
-    }
+    tandem_core::time::format_go_duration(nanos)
 }
 
-/// `value / scale` with the fraction's trailing zeros dropped (`1500, 1000` → `1.5`).
-fn fraction(value: u64, scale: u64) -> String {
-    let whole = value / scale;
-    let rest = value % scale;
-    if rest == 0 {
-        return whole.to_string();
-    }
-    let width = scale.ilog10() as usize;
-    let digits = format!("{rest:0width$}");
-    format!("{whole}.{}", digits.trim_end_matches('0'))
-}
-
-/// Parses Go's duration syntax (`1h30m`, `1.5s`, `-2m`, `300ms`) into nanoseconds.
+/// Go's `time.ParseDuration`, in nanoseconds.
 pub(crate) fn parse_go_duration(s: &str) -> Option<i64> {
-    let (neg, mut rest) = match s.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, s.strip_prefix('+').unwrap_or(s)),
-    };
-    if rest == "0" {
-        return Some(0);
-    }
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total: f64 = 0.0;
-    while !rest.is_empty() {
-        let num_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let number: f64 = rest[..num_end].parse().ok()?;
-        rest = &rest[num_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_end] {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return None,
-        };
-        rest = &rest[unit_end..];
-        total += number * scale;
-    }
-    if total > i64::MAX as f64 {
-        return None;
-    }
-    let n = total.round() as i64;
-    Some(if neg { -n } else { n })
+    tandem_core::time::parse_go_duration(s).ok()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -60,37 +60,10 @@ impl RestMetrics {
     }
 }
 
-/// Parses a Go duration as metrics-server writes `window` (`15s`, `1m0s`, `500ms`).
+/// Parses a Go duration as metrics-server writes `window` (`15s`, `1m0s`, `500ms`); zero when
+/// it does not parse.
 fn go_duration(s: &str) -> Duration {
-    let mut total = 0f64;
-    let mut num = String::new();
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c.is_ascii_digit() || c == '.' {
-            num.push(c);
-            continue;
-        }
-        let mut unit = c.to_string();
-        while let Some(&n) = chars.peek() {
-            if n.is_ascii_digit() || n == '.' {
-                break;
-            }
-            unit.push(n);
-            chars.next();
-        }
-        let v: f64 = num.parse().unwrap_or(0.0);
-        num.clear();
-        total += v * match unit.as_str() {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "µs" => 1e-6,
-            "ns" => 1e-9,
-            _ => 0.0,
-        };
-    }
-    Duration::from_secs_f64(total.max(0.0))
+    tandem_core::time::parse_go_duration_std(s).unwrap_or_default()
 }
 
 /// The usage of a `PodMetricsList` (JSON), by pod name.

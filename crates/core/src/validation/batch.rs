@@ -613,31 +613,7 @@ pub fn parse_standard_cron(spec: &str) -> Result<(), String> {
 
 /// Whether `s` is a Go `time.ParseDuration` string such as `1h30m` or `90s`.
 fn parse_go_duration(s: &str) -> bool {
-    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
-    if s == "0" {
-        return true;
-    }
-    let mut rest = s;
-    if rest.is_empty() {
-        return false;
-    }
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        if num_len == 0 || rest[..num_len] == *"." {
-            return false;
-        }
-        rest = &rest[num_len..];
-        let unit = ["ns", "us", "µs", "μs", "ms", "s", "m", "h"]
-            .iter()
-            .find(|u| rest.starts_with(**u));
-        match unit {
-            Some(u) => rest = &rest[u.len()..],
-            None => return false,
-        }
-    }
-    true
+    crate::time::parse_go_duration(s).is_ok()
 }
 
 #[cfg(test)]
