@@ -56,7 +56,12 @@ fn parse(text: &str) -> Samples {
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|line| {
-            let (series, value) = line.rsplit_once(' ').unwrap();
+            // `name{labels} value [timestamp]`: the kubelet's resource metrics carry timestamps.
+            let split_at = line
+                .find('}')
+                .map_or_else(|| line.find(' ').unwrap_or(line.len()), |i| i + 1);
+            let (series, rest) = line.split_at(split_at);
+            let value = rest.split_whitespace().next().unwrap();
             let (name, labels) = match series.split_once('{') {
                 Some((name, rest)) => {
                     let labels = rest

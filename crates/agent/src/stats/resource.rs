@@ -168,7 +168,64 @@ pub fn encode(snapshot: Snapshot, accept: &str) -> Result<(&'static str, String)
     if let Some(error) = &snapshot.error {
         tracing::debug!(node = %snapshot.node_name, %error, "resource metrics are incomplete");
     }
+    let node_at = snapshot.node.as_ref().map(|n| n.timestamp);
+    let pods_at = snapshot.pods.iter().filter_map(|p| p.timestamp()).max();
     let mut registry = Registry::default();
     registry.register_collector(Box::new(ResourceCollector::new(snapshot)));
-    exposition::encode(&registry, accept)
+    let (content_type, body) = exposition::encode(&registry, accept)?;
+    if content_type != exposition::TEXT_CONTENT_TYPE {
+        return Ok((content_type, body));
+    }
+    Ok((content_type, with_timestamps(&body, node_at, pods_at)))
+}
+
+/// Dates the samples as the kubelet's resource metrics are dated (text format 0.0.4 allows a
+/// timestamp in milliseconds after each value; prometheus-client writes none): `node_*` at the
+/// node's reading, `pod_*` and `container_*` at the runtime's. A scraper then takes rates over
+/// the time between readings, not between its requests (metrics-server does).
+fn with_timestamps(text: &str, node_at: Option<SystemTime>, pods_at: Option<SystemTime>) -> String {
+    let ms = |t: SystemTime| {
+        t.duration_since(UNIX_EPOCH)
+            .ok()
+            .and_then(|d| i64::try_from(d.as_millis()).ok())
+    };
+    let (node_ms, pods_ms) = (node_at.and_then(ms), pods_at.and_then(ms));
+    let mut out = String::with_capacity(text.len() + text.len() / 4);
+    for line in text.lines() {
+        out.push_str(line);
+        let stamp = if line.starts_with('#') {
+            None
+        } else if line.starts_with("node_") {
+            node_ms
+        } else if line.starts_with("pod_") || line.starts_with("container_") {
+            pods_ms
+        } else {
+            None
+        };
+        if let Some(ms) = stamp {
+            out.push(' ');
+            out.push_str(&ms.to_string());
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod timestamp_tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn samples_are_dated_by_the_reading_they_come_from() {
+        let text = "# TYPE node_cpu_usage_seconds_total counter\nnode_cpu_usage_seconds_total 1.5\ncontainer_cpu_usage_seconds_total{container=\"c\",namespace=\"n\",pod=\"p\"} 0.5\nresource_scrape_error 0\n";
+        let node = UNIX_EPOCH + Duration::from_millis(1_800_000_000_123);
+        let pods = UNIX_EPOCH + Duration::from_millis(1_800_000_000_456);
+        assert_eq!(
+            with_timestamps(text, Some(node), Some(pods)),
+            "# TYPE node_cpu_usage_seconds_total counter\nnode_cpu_usage_seconds_total 1.5 1800000000123\ncontainer_cpu_usage_seconds_total{container=\"c\",namespace=\"n\",pod=\"p\"} 0.5 1800000000456\nresource_scrape_error 0\n"
+        );
+        assert_eq!(with_timestamps(text, None, None), text);
+    }
 }

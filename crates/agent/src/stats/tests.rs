@@ -221,7 +221,12 @@ fn parse_samples(text: &str) -> Vec<(String, BTreeMap<String, String>, f64)> {
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .map(|line| {
-            let (series, value) = line.rsplit_once(' ').expect("value");
+            // `name{labels} value [timestamp]`: the kubelet's resource metrics carry timestamps.
+            let split_at = line
+                .find('}')
+                .map_or_else(|| line.find(' ').unwrap_or(line.len()), |i| i + 1);
+            let (series, rest) = line.split_at(split_at);
+            let value = rest.split_whitespace().next().expect("value");
             let (name, labels) = match series.split_once('{') {
                 Some((name, rest)) => {
                     let body = rest.strip_suffix('}').expect("closing brace");

@@ -5,8 +5,9 @@
 //!
 //! As metrics-server: nodes are scraped concurrently, each with a timeout (its
 //! `--kubelet-request-timeout`, 10 s, but never longer than the resolution); a node that fails
-//! is logged and left out until it answers again; a sample without a timestamp (tandem's agents
-//! write none) is dated halfway between the request and its response.
+//! is logged and left out until it answers again; samples are dated by their timestamps (the
+//! kubelet's and tandem's agents write them), and one without is dated halfway between the
+//! request and its response.
 
 use std::collections::HashSet;
 use std::sync::Arc;
