@@ -64,8 +64,8 @@ impl ScalePaths {
     }
 }
 
-/// The JSON pointer of a simple `.a.b` path, as the scale paths are (validation allows only
-/// dotted field names under `.spec` and `.status`).
+/// The JSON pointer of a simple `.a.b` path, as scale paths and selectable fields are
+/// (validation allows only dotted field names there).
 pub fn json_pointer(path: &str) -> String {
     path.split('.')
         .filter(|s| !s.is_empty())

@@ -397,6 +397,15 @@ impl Filter {
         })
     }
 
+    /// The label selector of a request alone (for reads that take no field selector).
+    pub fn labels_only(q: &Query) -> ApiResult<Filter> {
+        Ok(Filter {
+            labels: Filter::label_selector(q)?,
+            fields: None,
+            custom_fields: None,
+        })
+    }
+
     fn label_selector(q: &Query) -> ApiResult<Option<LabelSelector>> {
         q.get("labelSelector")
             .map(LabelSelector::parse)
@@ -407,8 +416,7 @@ impl Filter {
     /// A custom resource's value of a selectable field as a selector compares it: strings as
     /// they are, numbers and booleans printed, anything missing as "".
     fn custom_field(v: &Value, field: &str) -> String {
-        let pointer: String = field.split('.').map(|s| format!("/{s}")).collect();
-        match v.pointer(&pointer) {
+        match v.pointer(&crate::crds::json_pointer(field)) {
             Some(Value::String(s)) => s.clone(),
             Some(Value::Number(n)) => n.to_string(),
             Some(Value::Bool(b)) => b.to_string(),
@@ -1487,6 +1495,7 @@ impl State {
         if let Some(paths) = self.registry.custom(rt).and_then(|c| c.scale.clone()) {
             return custom_scale(obj, &paths);
         }
+        let replicas_at = |pointer: &str| obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0);
         let selector =
             obj.pointer("/spec/selector")
                 .map(|s| match s.get("matchLabels").or(Some(s)) {
@@ -1502,19 +1511,12 @@ impl State {
                     }
                     _ => String::new(),
                 });
-        json!({
-            "kind": "Scale",
-            "apiVersion": "autoscaling/v1",
-            "metadata": {
-                "name": meta::name(obj),
-                "namespace": meta::namespace(obj),
-                "uid": meta::uid(obj),
-                "resourceVersion": meta::resource_version(obj),
-                "creationTimestamp": obj.pointer("/metadata/creationTimestamp"),
-            },
-            "spec": {"replicas": obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0)},
-            "status": {"replicas": obj.pointer("/status/replicas").and_then(Value::as_i64).unwrap_or(0), "selector": selector.unwrap_or_default()},
-        })
+        scale_object(
+            obj,
+            replicas_at("/spec/replicas"),
+            replicas_at("/status/replicas"),
+            &selector.unwrap_or_default(),
+        )
     }
 
     /// PUT of a Scale.
@@ -2024,17 +2026,24 @@ pub enum PatchKind {
 /// `apiextensions-apiserver/pkg/registry/customresource` `scaleFromCustomResource`): replicas
 /// missing or not integers count as 0, the selector is the string at `labelSelectorPath`.
 fn custom_scale(obj: &Value, paths: &crate::crds::ScalePaths) -> Value {
-    let int_at = |path: &str| {
-        obj.pointer(&crate::crds::json_pointer(path))
-            .and_then(Value::as_i64)
-            .unwrap_or(0)
-    };
+    let at = |path: &str| tandem_core::apiextensions::crd::evaluate_json_path(obj, path);
+    let int_at = |path: &str| at(path).and_then(|v| v.as_i64()).unwrap_or(0);
     let selector = paths
         .label_selector
         .as_deref()
-        .and_then(|p| obj.pointer(&crate::crds::json_pointer(p)))
-        .and_then(Value::as_str)
+        .and_then(at)
+        .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
+    scale_object(
+        obj,
+        int_at(&paths.spec_replicas),
+        int_at(&paths.status_replicas),
+        &selector,
+    )
+}
+
+/// An `autoscaling/v1` `Scale` of `obj` with these figures.
+fn scale_object(obj: &Value, spec_replicas: i64, status_replicas: i64, selector: &str) -> Value {
     json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
@@ -2045,8 +2054,8 @@ fn custom_scale(obj: &Value, paths: &crate::crds::ScalePaths) -> Value {
             "resourceVersion": meta::resource_version(obj),
             "creationTimestamp": obj.pointer("/metadata/creationTimestamp"),
         },
-        "spec": {"replicas": int_at(&paths.spec_replicas)},
-        "status": {"replicas": int_at(&paths.status_replicas), "selector": selector},
+        "spec": {"replicas": spec_replicas},
+        "status": {"replicas": status_replicas, "selector": selector},
     })
 }
 

@@ -30,12 +30,11 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value, json};
 use tandem_core::registry::ResourceType;
-use tandem_core::selector::{FieldSelector, LabelSelector};
 
 use crate::error::{ApiError, ApiResult};
 use crate::output::Format;
 use crate::request::{ResourceRequest, Verb};
-use crate::rest::{Ctx, Reply, State};
+use crate::rest::{Ctx, Filter, Reply, State};
 use store::{MetricsStore, PodUsage, Usage};
 
 /// The API group and version.
@@ -66,16 +65,17 @@ pub fn serve(
     let table = matches!(ctx.format, Format::Table { .. });
     let value = match (rt.plural.as_str(), rr.verb, rr.name.as_deref()) {
         ("nodes", Verb::Get, Some(name)) => {
-            let node = node_object(state, name).ok_or_else(|| not_found("nodemetrics", name))?;
+            let node =
+                cached(state, "nodes", None, name).ok_or_else(|| not_found("nodemetrics", name))?;
             let item = node_metrics(state, &node, now, &mut emulated_nodes)
                 .ok_or_else(|| not_found("nodemetrics", name))?;
             if table { to_table(ctx, &[item]) } else { item }
         }
         ("nodes", Verb::List, None) => {
-            let labels = label_selector(ctx)?;
-            let items: Vec<Value> = objects(state, "nodes", None)
+            let node_rt = state.resource("", "v1", "nodes")?;
+            let filter = Filter::labels_only(&ctx.query)?;
+            let items: Vec<Value> = objects(state, &node_rt, None, &filter)
                 .into_iter()
-                .filter(|n| labels.as_ref().is_none_or(|l| l.matches_object(n)))
                 .filter_map(|n| node_metrics(state, &n, now, &mut emulated_nodes))
                 .collect();
             if table {
@@ -87,32 +87,22 @@ pub fn serve(
         ("pods", Verb::Get, Some(name)) => {
             let ns = rr.namespace.as_deref().unwrap_or("");
             let missing = || not_found("podmetrics", &format!("{ns}/{name}"));
-            let pod = objects(state, "pods", Some(ns))
-                .into_iter()
-                .find(|p| p.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
-                .ok_or_else(missing)?;
+            let pod = cached(state, "pods", Some(ns), name).ok_or_else(missing)?;
             let usage = pod_usage(state, ns, name).ok_or_else(missing)?;
             let item = pod_metrics(&pod, &usage, now, &mut emulated_nodes);
             if table { to_table(ctx, &[item]) } else { item }
         }
         ("pods", Verb::List, None) => {
-            let labels = label_selector(ctx)?;
-            let fields = field_selector(state, ctx)?;
             let pod_rt = state.resource("", "v1", "pods")?;
+            let filter = Filter::from_query(&pod_rt, &ctx.query)?;
             let usages = state
                 .metrics
                 .store
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .pods();
-            let items: Vec<Value> = objects(state, "pods", rr.namespace.as_deref())
+            let items: Vec<Value> = objects(state, &pod_rt, rr.namespace.as_deref(), &filter)
                 .into_iter()
-                .filter(|p| labels.as_ref().is_none_or(|l| l.matches_object(p)))
-                .filter(|p| {
-                    fields
-                        .as_ref()
-                        .is_none_or(|f| f.matches(&pod_rt, p).unwrap_or(false))
-                })
                 .filter_map(|p| {
                     let key = (
                         str_at(&p, "/metadata/namespace").to_string(),
@@ -167,43 +157,25 @@ fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
-fn label_selector(ctx: &Ctx) -> ApiResult<Option<LabelSelector>> {
-    ctx.query
-        .get("labelSelector")
-        .map(LabelSelector::parse)
-        .transpose()
-        .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))
-}
-
-fn field_selector(state: &State, ctx: &Ctx) -> ApiResult<Option<FieldSelector>> {
-    let Some(raw) = ctx.query.get("fieldSelector") else {
-        return Ok(None);
-    };
-    let fs = FieldSelector::parse(raw).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let pod_rt = state.resource("", "v1", "pods")?;
-    fs.validate(&pod_rt)
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    Ok(Some(fs))
-}
-
-/// The cached objects of `plural` (core v1) in `ns`, or everywhere.
-fn objects(state: &State, plural: &str, ns: Option<&str>) -> Vec<Value> {
-    let Ok(rt) = state.resource("", "v1", plural) else {
-        return Vec::new();
-    };
+/// The cached objects of `rt` in `ns` (or everywhere) that `filter` accepts, judged on the
+/// cache's kept labels and fields before any object is parsed.
+fn objects(state: &State, rt: &ResourceType, ns: Option<&str>, filter: &Filter) -> Vec<Value> {
     state
         .cache
-        .snapshot(&rt, &rt.namespace_prefix(ns), |_| true)
+        .snapshot(rt, &rt.namespace_prefix(ns), |o| filter.accepts(rt, o))
         .items
         .iter()
         .map(|o| o.value().into_owned())
         .collect()
 }
 
-fn node_object(state: &State, name: &str) -> Option<Value> {
-    let rt = state.resource("", "v1", "nodes").ok()?;
-    let key = format!("{}{name}", rt.key_prefix());
-    state.cache.get(&rt, &key).map(|o| o.value().into_owned())
+/// One cached object of core v1 `plural`.
+fn cached(state: &State, plural: &str, ns: Option<&str>, name: &str) -> Option<Value> {
+    let rt = state.resource("", "v1", plural).ok()?;
+    state
+        .cache
+        .get(&rt, &rt.key(ns, name))
+        .map(|o| o.value().into_owned())
 }
 
 fn pod_usage(state: &State, ns: &str, name: &str) -> Option<PodUsage> {
