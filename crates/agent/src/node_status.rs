@@ -196,22 +196,9 @@ pub fn images(list: &[ImageInfo]) -> Vec<ContainerImage> {
     let mut v: Vec<&ImageInfo> = list.iter().collect();
     v.sort_by(|a, b| b.size_bytes.cmp(&a.size_bytes).then(a.name.cmp(&b.name)));
     v.into_iter()
-        .map(|i| {
-            let repo = i.name.split(':').next().unwrap_or(&i.name);
-            let repo = if i
-                .name
-                .rsplit('/')
-                .next()
-                .is_some_and(|last| last.contains(':'))
-            {
-                i.name.rsplit_once(':').map_or(i.name.as_str(), |(r, _)| r)
-            } else {
-                repo
-            };
-            ContainerImage {
-                names: Some(vec![format!("{repo}@{}", i.id), i.name.clone()]),
-                size_bytes: Some(i.size_bytes),
-            }
+        .map(|i| ContainerImage {
+            names: Some(i.status_names()),
+            size_bytes: Some(i.size_bytes),
         })
         .collect()
 }

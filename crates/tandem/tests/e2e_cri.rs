@@ -318,6 +318,29 @@ spec:
     let p = s.get_json(&["pod", "unready"]).unwrap();
     assert_eq!(p["status"]["containerStatuses"][0]["restartCount"], 0);
 
+    // An image pinned by the digest name the node lists in `status.images` is the image already
+    // on the node: it runs on this offline node instead of failing to pull (issue 22).
+    let node = s.get_json(&["node", "linux-1"]).unwrap();
+    let pinned = node["status"]["images"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|i| i["names"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .find(|n| n.starts_with("tandem.local/busybox@sha256:"))
+        .unwrap_or_else(|| panic!("no digest name for busybox in {}", node["status"]["images"]))
+        .to_string();
+    let pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: pinned}}\nspec:\n  containers:\n  - name: main\n    image: {pinned}\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"600\"]\n"
+    );
+    s.kubectl_stdin(&["apply", "-f", "-"], &pod).ok();
+    let p = wait_running(&s, "pinned");
+    assert_eq!(
+        p["status"]["containerStatuses"][0]["image"],
+        pinned.as_str(),
+        "{p}"
+    );
+
     // Deletion sends SIGTERM and waits for the process: the trap's 2 s are honoured, and the
     // pod is gone well before the 20 s grace period.
     wait_running(&s, "graceful");

@@ -140,6 +140,7 @@ impl EmulatedRuntime {
                 name: image.clone(),
                 id: format!("sha256:{}", hex_id(&["image", &image])),
                 size_bytes: config.stages.image_size(&image),
+                repo_digests: Vec::new(),
             };
             state.images.entry(image).or_insert(info);
         }
@@ -406,7 +407,12 @@ impl Runtime for EmulatedRuntime {
     }
 
     fn image_status(&self, image: &str) -> Option<ImageInfo> {
-        self.lock().images.get(image).cloned()
+        let state = self.lock();
+        state
+            .images
+            .get(image)
+            .or_else(|| state.images.values().find(|i| i.is_named(image)))
+            .cloned()
     }
 
     async fn pull_image(&self, image: &str) -> Result<PullOutcome, RuntimeError> {
@@ -434,6 +440,7 @@ impl Runtime for EmulatedRuntime {
             name: image.to_string(),
             id: format!("sha256:{}", hex_id(&["image", image])),
             size_bytes: size,
+            repo_digests: Vec::new(),
         };
         let mut state = self.lock();
         state.images.insert(image.to_string(), info.clone());
@@ -1038,6 +1045,17 @@ mod tests {
             .await
             .expect("pull");
         assert_eq!(again.took, Duration::ZERO);
+        // Pinned by the digest name node status lists: already present, not pulled again.
+        let present = rt
+            .list_images()
+            .into_iter()
+            .find(|i| i.name.ends_with("servercore:ltsc2019"))
+            .expect("pulled image listed");
+        let pinned = &present.status_names()[0];
+        assert!(pinned.contains("@sha256:"), "{pinned}");
+        assert_eq!(rt.image_status(pinned), Some(present.clone()));
+        let by_digest = rt.pull_image(pinned).await.expect("pull by digest");
+        assert_eq!(by_digest.took, Duration::ZERO);
         let linux = runtime(NodeOs::Linux, None);
         assert!(
             linux

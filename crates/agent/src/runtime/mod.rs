@@ -56,6 +56,52 @@ pub struct ImageInfo {
     /// `sha256:…`, as `imageID` shows it.
     pub id: String,
     pub size_bytes: i64,
+    /// `repository@sha256:…` references of the image's manifest, as the runtime reports them
+    /// (empty for images imported from an archive).
+    #[serde(default)]
+    pub repo_digests: Vec<String>,
+}
+
+impl ImageInfo {
+    /// Whether `reference` names this image: its name, its ID, one of its repository digests,
+    /// or `<repository>@<ID>`, the digest name node status reports for an image without
+    /// repository digests. An image pinned by digest is then found on the node, as the
+    /// kubelet's image manager finds it, instead of being pulled.
+    pub fn is_named(&self, reference: &str) -> bool {
+        if reference == self.name
+            || reference == self.id
+            || self.repo_digests.iter().any(|d| d == reference)
+        {
+            return true;
+        }
+        reference
+            .split_once('@')
+            .is_some_and(|(repo, digest)| digest == self.id && repo == repository(&self.name))
+    }
+
+    /// The names node status lists for the image: its digest references, then its name.
+    pub fn status_names(&self) -> Vec<String> {
+        let mut names = if self.repo_digests.is_empty() {
+            vec![format!("{}@{}", repository(&self.name), self.id)]
+        } else {
+            self.repo_digests.clone()
+        };
+        if !names.contains(&self.name) {
+            names.push(self.name.clone());
+        }
+        names
+    }
+}
+
+/// An image reference without its tag or digest: `tandem.local:5000/busybox:1` →
+/// `tandem.local:5000/busybox` (a colon before the last `/` belongs to the registry's port).
+pub fn repository(reference: &str) -> &str {
+    let name = reference.split_once('@').map_or(reference, |(n, _)| n);
+    let last = name.rfind('/').map_or(0, |i| i + 1);
+    match name[last..].find(':') {
+        Some(colon) => &name[..last + colon],
+        None => name,
+    }
 }
 
 /// The result of a pull: the image and how long the transfer took (without queueing).
@@ -372,5 +418,57 @@ mod wall_opt {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SystemTime>, D::Error> {
         Ok(Option::<u64>::deserialize(d)?.map(|us| UNIX_EPOCH + Duration::from_micros(us)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ImageInfo, repository};
+
+    fn busybox(repo_digests: &[&str]) -> ImageInfo {
+        ImageInfo {
+            name: "tandem.local/busybox:1".into(),
+            id: "sha256:aaaa".into(),
+            size_bytes: 1,
+            repo_digests: repo_digests.iter().map(|d| d.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn repository_strips_tag_and_digest_but_keeps_a_registry_port() {
+        for (reference, repo) in [
+            ("tandem.local/busybox:1", "tandem.local/busybox"),
+            ("tandem.local/busybox@sha256:aa", "tandem.local/busybox"),
+            ("tandem.local/busybox:1@sha256:aa", "tandem.local/busybox"),
+            ("localhost:5000/app", "localhost:5000/app"),
+            ("localhost:5000/app:v2", "localhost:5000/app"),
+            ("busybox", "busybox"),
+        ] {
+            assert_eq!(repository(reference), repo, "{reference}");
+        }
+    }
+
+    #[test]
+    fn an_image_answers_to_its_name_id_and_the_digest_names_status_lists() {
+        let archived = busybox(&[]);
+        assert_eq!(
+            archived.status_names(),
+            ["tandem.local/busybox@sha256:aaaa", "tandem.local/busybox:1"]
+        );
+        for name in archived.status_names() {
+            assert!(archived.is_named(&name), "{name}");
+        }
+        assert!(archived.is_named("sha256:aaaa"));
+        assert!(!archived.is_named("tandem.local/busybox@sha256:bbbb"));
+        assert!(!archived.is_named("tandem.local/other@sha256:aaaa"));
+        assert!(!archived.is_named("tandem.local/busybox:2"));
+
+        let pulled = busybox(&["tandem.local/busybox@sha256:cccc"]);
+        assert_eq!(
+            pulled.status_names(),
+            ["tandem.local/busybox@sha256:cccc", "tandem.local/busybox:1"]
+        );
+        assert!(pulled.is_named("tandem.local/busybox@sha256:cccc"));
+        assert!(pulled.is_named("tandem.local/busybox@sha256:aaaa"));
     }
 }

@@ -175,12 +175,19 @@ pub fn normalize_image(image: &str) -> String {
 
 fn image_info(img: &proto::Image) -> Vec<ImageInfo> {
     let size = i64::try_from(img.size).unwrap_or(i64::MAX);
-    img.repo_tags
+    // An image pulled by digest only has no tag: it is known by its digest reference.
+    let names = if img.repo_tags.is_empty() {
+        &img.repo_digests
+    } else {
+        &img.repo_tags
+    };
+    names
         .iter()
         .map(|t| ImageInfo {
             name: t.clone(),
             id: img.id.clone(),
             size_bytes: size,
+            repo_digests: img.repo_digests.clone(),
         })
         .collect()
 }
@@ -820,7 +827,7 @@ impl Runtime for CriRuntime {
         self.lock()
             .images
             .iter()
-            .find(|i| i.name == want || i.name == image || i.id == image)
+            .find(|i| i.is_named(&want) || i.is_named(image))
             .cloned()
     }
 
@@ -934,6 +941,13 @@ impl Runtime for CriRuntime {
             .get(sandbox_id)
             .map_or(0, |s| s.attempt);
         let image = container.image.clone().unwrap_or_default();
+        // A reference pinned by digest is handed to the runtime as the image ID found on the
+        // node (the kubelet passes its image ref), since the digest may be the one node status
+        // lists rather than a name the runtime's store has.
+        let image_ref = match self.image_status(&image) {
+            Some(found) if image.contains('@') => found.id,
+            _ => image.clone(),
+        };
         let sc = container.security_context.clone().unwrap_or_default();
         let pod_sc = pod
             .spec
@@ -949,7 +963,7 @@ impl Runtime for CriRuntime {
                 attempt,
             }),
             image: Some(proto::ImageSpec {
-                image: image.clone(),
+                image: image_ref,
                 ..Default::default()
             }),
             command,
