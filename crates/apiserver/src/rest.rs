@@ -9,7 +9,9 @@ use std::time::Duration;
 use base64::Engine;
 use bytes::Bytes;
 use serde_json::{Value, json};
+use tandem_core::apiextensions::schema::Structural;
 use tandem_core::field::FieldError;
+use tandem_core::patch::Schema;
 use tandem_core::registry::ResourceType;
 use tandem_core::selector::{FieldSelector, LabelSelector};
 use tandem_store::{Revision, Store, StoreError};
@@ -204,18 +206,28 @@ impl Ctx {
 
     /// Records the fields a non-apply write sets in `metadata.managedFields` (upstream's field
     /// manager `Update` entries).
-    fn track(&self, rt: &ResourceType, old: Option<&Value>, new: &mut Value) {
+    /// `schema` is a custom resource's structural schema (its lists and maps merge by it).
+    fn track(
+        &self,
+        rt: &ResourceType,
+        schema: Option<&Structural>,
+        old: Option<&Value>,
+        new: &mut Value,
+    ) {
         if self.applying {
             return;
         }
-        let def = tandem_core::openapi::root_definition(&rt.api_version(), &rt.kind);
+        let schema = match schema {
+            Some(s) => Schema::Structural(s),
+            None => tandem_core::openapi::root_definition(&rt.api_version(), &rt.kind).into(),
+        };
         let now = tandem_core::time::now_rfc3339();
         tandem_core::patch::track_update(
             old,
             new,
             &self.field_manager(),
             &rt.api_version(),
-            def,
+            schema,
             &now,
         );
     }
@@ -1067,13 +1079,14 @@ impl State {
             errors.extend(crate::service_alloc::allocate(self, rt, &mut obj, None));
         }
         errors.extend(crate::pipeline::validate_create(rt, &obj));
-        if let Some(schema) = self.custom_schema(rt) {
+        let schema = self.custom_schema(rt);
+        if let Some(schema) = &schema {
             errors.extend(schema.validate(&obj));
         }
         if !errors.is_empty() {
             return Err(ApiError::invalid(rt, &name, &errors));
         }
-        ctx.track(rt, None, &mut obj);
+        ctx.track(rt, schema.as_deref(), None, &mut obj);
         Ok(obj)
     }
 
@@ -1182,14 +1195,15 @@ impl State {
             }
             _ => crate::pipeline::validate_update(rt, &new, old),
         });
-        if let Some(schema) = self.custom_schema(rt) {
+        let schema = self.custom_schema(rt);
+        if let Some(schema) = &schema {
             errors.extend(schema.validate_update(&new, old));
         }
         if !errors.is_empty() {
             return Err(ApiError::invalid(rt, name, &errors));
         }
         if sub.is_none() {
-            ctx.track(rt, Some(old), &mut new);
+            ctx.track(rt, schema.as_deref(), Some(old), &mut new);
             self.admit_quota(rt, &new, Some(old), ctx.dry_run()).await?;
         }
         let key = rt.key(ns, name);
@@ -1348,8 +1362,10 @@ impl State {
                     let force = ctx.query.bool("force");
                     let now = tandem_core::time::now_rfc3339();
                     let def = tandem_core::openapi::root_definition(&rt.api_version(), &rt.kind);
+                    let schema = self.custom_schema(rt);
+                    let schema = schema.as_deref().map_or(def.into(), Schema::Structural);
                     let obj = tandem_core::patch::server_side_apply(
-                        None, &patch, &manager, force, def, &now,
+                        None, &patch, &manager, force, schema, &now,
                     )
                     .map_err(|e| apply_error(rt, name, e))?;
                     ctx.applying = true;
@@ -1475,12 +1491,16 @@ impl State {
             PatchKind::Apply => {
                 let manager = ctx.query.get("fieldManager").ok_or_else(|| ApiError::bad_request("PATCH requests of type application/apply-patch+yaml require a fieldManager query parameter"))?;
                 let now = tandem_core::time::now_rfc3339();
+                // A custom resource merges by its structural schema (not the Scale view's).
+                let custom =
+                    def.is_none() && old.get("kind").and_then(Value::as_str) != Some("Scale");
+                let schema = custom.then(|| self.custom_schema(rt)).flatten();
                 tandem_core::patch::server_side_apply(
                     Some(old),
                     patch,
                     manager,
                     ctx.query.bool("force"),
-                    def,
+                    schema.as_deref().map_or(def.into(), Schema::Structural),
                     &now,
                 )
                 .map_err(|e| apply_error(rt, name, e))

@@ -524,3 +524,87 @@ fn field_selectors_use_a_crds_selectable_fields() {
         refused.stderr
     );
 }
+
+const ROUTES: &str = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+ "metadata":{"name":"routes.tandem.test"},
+ "spec":{"group":"tandem.test","scope":"Namespaced",
+  "names":{"plural":"routes","singular":"route","kind":"Route"},
+  "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{
+   "type":"object","properties":{"spec":{"type":"object","properties":{
+    "backends":{"type":"array","x-kubernetes-list-type":"map","x-kubernetes-list-map-keys":["name"],
+     "items":{"type":"object","required":["name"],"properties":{
+      "name":{"type":"string"},"weight":{"type":"integer"}}}},
+    "hosts":{"type":"array","x-kubernetes-list-type":"set","items":{"type":"string"}},
+    "filters":{"type":"array","items":{"type":"string"}}}}}}}}]}}"#;
+
+/// Server-side apply merges a custom resource's lists by the CRD's list types: two managers
+/// each own their own backends and hosts, and a plain list stays one atomic value.
+#[test]
+fn server_side_apply_merges_custom_resource_lists_by_their_list_type() {
+    let s = Server::start();
+    s.create(ROUTES);
+    established(&s, "routes.tandem.test");
+    let apply = |manager: &str, spec: &str, force: bool| {
+        let manifest = format!(
+            "apiVersion: tandem.test/v1\nkind: Route\nmetadata: {{name: r}}\nspec: {spec}\n"
+        );
+        let mut args = vec![
+            "apply",
+            "--server-side",
+            "--field-manager",
+            manager,
+            "-f",
+            "-",
+        ];
+        if force {
+            args.push("--force-conflicts");
+        }
+        s.kubectl_stdin(&args, &manifest)
+    };
+    apply(
+        "team-a",
+        "{backends: [{name: a, weight: 1}], hosts: [a.example], filters: [gzip]}",
+        false,
+    )
+    .ok();
+    apply(
+        "team-b",
+        "{backends: [{name: b, weight: 2}], hosts: [b.example]}",
+        false,
+    )
+    .ok();
+    let r = s.get_json(&["route", "r"]).unwrap();
+    assert_eq!(
+        r["spec"]["backends"],
+        json!([{"name": "a", "weight": 1}, {"name": "b", "weight": 2}]),
+        "{r}"
+    );
+    assert_eq!(r["spec"]["hosts"], json!(["a.example", "b.example"]), "{r}");
+
+    // The atomic list belongs to team-a as a whole: team-b conflicts unless it forces.
+    let conflict = apply("team-b", "{filters: [brotli]}", false);
+    assert!(
+        conflict.stderr.contains("conflict with \"team-a\"")
+            && conflict.stderr.contains(".spec.filters"),
+        "{}",
+        conflict.combined()
+    );
+    apply(
+        "team-b",
+        "{backends: [{name: b, weight: 2}], hosts: [b.example], filters: [brotli]}",
+        true,
+    )
+    .ok();
+    let r = s.get_json(&["route", "r"]).unwrap();
+    assert_eq!(r["spec"]["filters"], json!(["brotli"]), "{r}");
+
+    // team-a drops its backend and host: only its own items go.
+    apply("team-a", "{}", false).ok();
+    let r = s.get_json(&["route", "r"]).unwrap();
+    assert_eq!(
+        r["spec"]["backends"],
+        json!([{"name": "b", "weight": 2}]),
+        "{r}"
+    );
+    assert_eq!(r["spec"]["hosts"], json!(["b.example"]), "{r}");
+}

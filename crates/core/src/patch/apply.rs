@@ -8,9 +8,8 @@ use std::fmt::Write;
 use serde_json::{Map, Value};
 
 use super::error::PatchError;
-use super::schema::{Field, Ty};
+use super::schema::{Field, Schema, Ty};
 use super::strategic::strategic_merge_patch;
-use super::strategy;
 
 /// A field another manager owns with a different value than the applied configuration sets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -293,16 +292,16 @@ pub(super) fn stripped(path: &[Step], name: &str) -> bool {
 }
 
 /// How a list's items are identified.
-pub(super) enum ListKind {
+pub(super) enum ListKind<'s> {
     /// By the values of these fields (`+listType=map`).
-    Keyed(Vec<&'static str>),
+    Keyed(Vec<&'s str>),
     /// By value (`+listType=set`).
     Set,
     /// The list is one value (`+listType=atomic`).
     Atomic,
 }
 
-pub(super) fn list_kind(field: &Field) -> ListKind {
+pub(super) fn list_kind<'s>(field: &Field<'s>) -> ListKind<'s> {
     match field.strategy {
         Some(s) if s.merges() => match (field.list_keys, s.merge_key) {
             (Some(keys), _) => ListKind::Keyed(keys.to_vec()),
@@ -354,7 +353,7 @@ fn collect_object(v: &Value, ty: Ty, path: &mut Path, set: &mut FieldSet) {
         }
         return;
     };
-    let atomic = ty.definition().is_some_and(strategy::is_atomic_struct);
+    let atomic = ty.is_atomic();
     if (atomic || map.is_empty()) && !path.is_empty() {
         set.insert(path.clone());
         return;
@@ -554,16 +553,20 @@ fn without_nulls(v: &Value) -> Value {
 /// itself with one managedFields entry. `now` is the RFC 3339 timestamp to record.
 ///
 /// Ownership of fields changed by non-apply requests (`Update` entries) is recorded by
-/// [`super::track_update`]. Not covered: multi-version conversion of field sets, and
-/// `x-kubernetes-list-type` metadata beyond the strategy table.
-pub fn server_side_apply(
+/// [`super::track_update`]. A custom resource (a [`Schema::Structural`]) is merged by its
+/// schema instead of by strategic merge patch, as structured-merge-diff does: lists by their
+/// `x-kubernetes-list-type` (`map` by `x-kubernetes-list-map-keys`, `set` by value, atomic
+/// otherwise) and maps unless `x-kubernetes-map-type: atomic`. Not covered: multi-version
+/// conversion of field sets.
+pub fn server_side_apply<'s>(
     live: Option<&Value>,
     applied: &Value,
     manager: &str,
     force: bool,
-    definition: Option<&str>,
+    schema: impl Into<Schema<'s>>,
     now: &str,
 ) -> Result<Value, ApplyError> {
+    let schema = schema.into();
     if !applied.is_object() {
         return Err(ApplyError::Invalid(
             "the applied configuration must be an object".into(),
@@ -584,7 +587,7 @@ pub fn server_side_apply(
     if let Some(meta) = config.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.remove("managedFields");
     }
-    let ty = Ty::root(definition);
+    let ty = Ty::of(schema);
     let new_set = field_set(&config, ty);
     let api_version = config
         .get("apiVersion")
@@ -596,7 +599,11 @@ pub fn server_side_apply(
     let (mut merged, mut entries) = match live {
         None => (config.clone(), Vec::new()),
         Some(live) => {
-            let merged = strategic_merge_patch(live, &config, definition)?;
+            let merged = match schema {
+                Schema::Structural(_) => merge_structured(live, &config, ty, 0),
+                Schema::Definition(d) => strategic_merge_patch(live, &config, Some(d))?,
+                Schema::Unknown => strategic_merge_patch(live, &config, None)?,
+            };
             let entries: Vec<Entry> = live
                 .pointer("/metadata/managedFields")
                 .and_then(Value::as_array)
@@ -720,6 +727,64 @@ pub fn server_side_apply(
     Ok(merged)
 }
 
+/// Merges an applied configuration into the live object by a structural schema, as
+/// structured-merge-diff's merge does: maps key by key (unless atomic), associative lists item
+/// by item (live order kept, new items appended), sets as unions, everything else replaced by
+/// the configuration's value.
+fn merge_structured(live: &Value, config: &Value, ty: Ty, depth: usize) -> Value {
+    match (live, config) {
+        (Value::Object(l), Value::Object(c)) if depth <= MAX_MERGE_DEPTH && !ty.is_atomic() => {
+            let mut out = l.clone();
+            for (name, cv) in c {
+                let field = ty.field(name);
+                let merged = match l.get(name) {
+                    Some(lv) => merge_field(lv, cv, &field, depth + 1),
+                    None => cv.clone(),
+                };
+                out.insert(name.clone(), merged);
+            }
+            Value::Object(out)
+        }
+        _ => config.clone(),
+    }
+}
+
+/// Deeper than this, values are replaced rather than merged (the API server refuses objects
+/// nested this deep long before).
+const MAX_MERGE_DEPTH: usize = 200;
+
+fn merge_field(live: &Value, config: &Value, field: &Field, depth: usize) -> Value {
+    let (Value::Array(l), Value::Array(c)) = (live, config) else {
+        return merge_structured(live, config, field.ty, depth);
+    };
+    match list_kind(field) {
+        ListKind::Atomic => config.clone(),
+        ListKind::Set => {
+            let mut out = l.clone();
+            for item in c {
+                if !out.contains(item) {
+                    out.push(item.clone());
+                }
+            }
+            Value::Array(out)
+        }
+        ListKind::Keyed(keys) => {
+            let mut out = l.clone();
+            for item in c {
+                let step = key_step(item, &keys);
+                let existing = step
+                    .as_ref()
+                    .and_then(|step| out.iter().position(|o| item_matches(o, step)));
+                match existing {
+                    Some(i) => out[i] = merge_structured(&out[i], item, field.ty, depth),
+                    None => out.push(item.clone()),
+                }
+            }
+            Value::Array(out)
+        }
+    }
+}
+
 /// Whether the path names a key field of an associative-list item (`k:{"name":…}` then
 /// `f:name`), which goes only with its item.
 fn is_key_field(path: &[Step]) -> bool {
@@ -785,6 +850,103 @@ mod tests {
             .as_array()?
             .iter()
             .find(|e| e.get("manager").and_then(Value::as_str) == Some(manager))
+    }
+
+    /// A custom resource's schema with one list of each type and an atomic map.
+    fn widget_schema() -> crate::apiextensions::schema::Structural {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                      "x-kubernetes-list-map-keys": ["name", "protocol"],
+                      "items": {"type": "object", "properties": {
+                          "name": {"type": "string"}, "protocol": {"type": "string"},
+                          "port": {"type": "integer"}}}},
+            "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+            "args": {"type": "array", "items": {"type": "string"}},
+            "selector": {"type": "object", "x-kubernetes-map-type": "atomic",
+                         "additionalProperties": {"type": "string"}}}}}});
+        crate::apiextensions::schema::compile(&schema).expect("schema compiles")
+    }
+
+    fn widget(spec: Value) -> Value {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+               "metadata": {"name": "w", "namespace": "default"}, "spec": spec})
+    }
+
+    #[test]
+    fn custom_resource_lists_merge_by_their_schema_list_type() {
+        let schema = widget_schema();
+        let first = widget(json!({
+            "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
+            "tags": ["a"], "args": ["--one"], "selector": {"app": "w"}}));
+        let live = ok(server_side_apply(
+            None, &first, "alice", false, &schema, NOW,
+        ));
+        let second = widget(json!({
+            "ports": [{"name": "http", "protocol": "UDP", "port": 81}],
+            "tags": ["b"]}));
+        let merged = ok(server_side_apply(
+            Some(&live),
+            &second,
+            "bob",
+            false,
+            &schema,
+            LATER,
+        ));
+        // map: keyed by both keys, so http/UDP is a second item beside alice's http/TCP.
+        assert_eq!(
+            merged["spec"]["ports"],
+            json!([{"name": "http", "protocol": "TCP", "port": 80},
+                   {"name": "http", "protocol": "UDP", "port": 81}])
+        );
+        // set: the union of both managers' members.
+        assert_eq!(merged["spec"]["tags"], json!(["a", "b"]));
+        let bob = entry(&merged, "bob").expect("bob's entry");
+        let fields = bob["fieldsV1"]["f:spec"].to_string();
+        assert!(
+            fields.contains(r#"k:{\"name\":\"http\",\"protocol\":\"UDP\"}"#),
+            "{fields}"
+        );
+        assert!(fields.contains(r#"v:\"b\""#), "{fields}");
+
+        // atomic list and atomic map: a second applier conflicts on the whole value.
+        let third = widget(json!({"args": ["--two"], "selector": {"tier": "x"}}));
+        let Err(ApplyError::Conflict(conflicts)) =
+            server_side_apply(Some(&merged), &third, "carol", false, &schema, LATER)
+        else {
+            panic!("atomic fields owned by alice must conflict");
+        };
+        let paths: Vec<&str> = conflicts.iter().map(|c| c.path.as_str()).collect();
+        assert_eq!(paths, [".spec.args", ".spec.selector"], "{conflicts:?}");
+        let forced = ok(server_side_apply(
+            Some(&merged),
+            &third,
+            "carol",
+            true,
+            &schema,
+            LATER,
+        ));
+        assert_eq!(forced["spec"]["args"], json!(["--two"]));
+        assert_eq!(
+            forced["spec"]["selector"],
+            json!({"tier": "x"}),
+            "atomic: replaced, not merged"
+        );
+
+        // alice drops her port: only her item goes, bob's stays.
+        let alice_again = widget(json!({"tags": ["a"]}));
+        let after = ok(server_side_apply(
+            Some(&forced),
+            &alice_again,
+            "alice",
+            false,
+            &schema,
+            LATER,
+        ));
+        assert_eq!(
+            after["spec"]["ports"],
+            json!([{"name": "http", "protocol": "UDP", "port": 81}])
+        );
+        assert_eq!(after["spec"]["tags"], json!(["a", "b"]));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 pub use apply::{ApplyError, Conflict, server_side_apply};
 pub use error::PatchError;
+pub use schema::Schema;
 pub use strategic::strategic_merge_patch;
 pub use update::{manager_from_user_agent, track_update};
 

@@ -11,8 +11,7 @@ use serde_json::{Map, Value};
 use super::apply::{
     Entry, FieldSet, ListKind, Path, Step, canonical, key_step, list_kind, stripped,
 };
-use super::schema::{Field, Ty};
-use super::strategy;
+use super::schema::{Field, Schema, Ty};
 
 /// Upstream's limit on a manager name, in bytes (`validation.FieldManagerMaxLength`).
 const FIELD_MANAGER_MAX_LENGTH: usize = 128;
@@ -47,22 +46,23 @@ const MAX_DEPTH: usize = 200;
 /// and, for built-in kinds, an empty `spec`), approximating upstream's comparison with a new
 /// zero-valued Go object. Entries are sorted like upstream's `sortEncodedManagedFields` whenever
 /// they change. `api_version` names the version the request was made in (`new`'s `apiVersion` if
-/// empty); `definition` is the OpenAPI definition of the kind, if known.
+/// empty); `schema` is the kind's OpenAPI definition or a custom resource's structural schema
+/// (an `Option<&str>` definition name converts), if known.
 ///
 /// The API server calls this after defaulting for creates and for every update or patch except
 /// `application/apply-patch+yaml`, which records its own ownership.
-pub fn track_update(
+pub fn track_update<'s>(
     old: Option<&Value>,
     new: &mut Value,
     manager: &str,
     api_version: &str,
-    definition: Option<&str>,
+    schema: impl Into<Schema<'s>>,
     now: &str,
 ) {
     if !new.is_object() {
         return;
     }
-    let ty = Ty::root(definition);
+    let ty = Ty::of(schema.into());
     let old_managed = old.and_then(|o| o.pointer("/metadata/managedFields"));
     let sent = new
         .pointer("/metadata/managedFields")
@@ -296,7 +296,7 @@ impl Comparison {
         }
         let old_map = old.and_then(Value::as_object);
         let new_map = new.and_then(Value::as_object);
-        let atomic = ty.definition().is_some_and(strategy::is_atomic_struct);
+        let atomic = ty.is_atomic();
         let empty = old_map.is_none_or(Map::is_empty) && new_map.is_none_or(Map::is_empty);
         if !path.is_empty() && (atomic || empty) {
             self.leaf(old, new, path);

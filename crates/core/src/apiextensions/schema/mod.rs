@@ -41,7 +41,7 @@ mod tests;
 use serde_json::Value;
 
 use crate::field::{ErrorKind, FieldError, Path};
-use compile::Node;
+pub(crate) use compile::{AdditionalProperties, Node};
 
 /// How deeply schemas and objects may nest.
 pub const MAX_DEPTH: usize = 100;
@@ -108,6 +108,11 @@ pub fn cel_rule_errors(schema: &Value, path: &str) -> Vec<FieldError> {
 }
 
 impl Structural {
+    /// The compiled root schema (for server-side apply's list and map types).
+    pub(crate) fn root(&self) -> &Node {
+        &self.root
+    }
+
     /// Applies the schema's defaults to `obj` (upstream `structuraldefaulting.Default`).
     pub fn default(&self, obj: &mut Value) {
         defaulting::default(obj, &self.root, 0);
