@@ -36,3 +36,18 @@ fi
 
 command -v kubectl >/dev/null 2>&1 || { echo "install-deps: kubectl is required on PATH" >&2; exit 1; }
 command -v cargo-nextest >/dev/null 2>&1 || cargo nextest --version >/dev/null 2>&1 || cargo install --locked cargo-nextest
+
+# The official Kubernetes Python client (PyPI `kubernetes`), in a virtual environment of its own,
+# for the end-to-end test that drives tandem with it (crates/tandem/tests/e2e_python.rs).
+PY_ENV="${TANDEM_PYTHON_ENV:-$HOME/.cache/tandem/python-client}"
+PY_CLIENT="kubernetes==31.0.0"
+if ! "$PY_ENV/bin/python" -c 'import kubernetes' >/dev/null 2>&1; then
+  echo "install-deps: installing the Kubernetes Python client ($PY_CLIENT) into $PY_ENV"
+  if ! python3 -m venv "$PY_ENV" >/dev/null 2>&1; then
+    if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+    $SUDO apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv
+    python3 -m venv "$PY_ENV"
+  fi
+  "$PY_ENV/bin/pip" install -q --disable-pip-version-check "$PY_CLIENT"
+fi
