@@ -8,9 +8,14 @@
 //! root (and in embedded resources) `apiVersion`, `kind` and `metadata.name`/`generateName`
 //! are visible too.
 //!
-//! The `cel` crate has no type checker and no cost model: a rule that is not boolean is caught
-//! when it runs (it fails like a rule that evaluates to false), undeclared names and overload
-//! mismatches surface as evaluation errors, and no cost budget limits evaluation. To keep deep
+//! The environment has Kubernetes' CEL libraries ([`super::cel_library`]: lists, regex, URLs,
+//! IPs and CIDRs, quantities, semver, `format`) besides the standard library and the strings and
+//! lists extensions. Costs are estimated when a CRD is validated and metered when rules run
+//! ([`super::cel_cost`], which says what matches upstream and what is approximated).
+//!
+//! The `cel` crate has no type checker: a rule that is not boolean is caught
+//! when it runs (it fails like a rule that evaluates to false), and undeclared names and overload
+//! mismatches surface as evaluation errors. To keep deep
 //! expressions from exhausting the stack, expressions nested deeper than
 //! [`MAX_EXPRESSION_DEPTH`] are refused when compiled, and schemas with rules deeper than
 //! [`INLINE_EXPRESSION_DEPTH`] are evaluated on a thread with a large stack.
@@ -21,11 +26,13 @@ use std::sync::{Arc, OnceLock};
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 use cel::common::types::CelOptional;
+use cel::common::types::{CelBool, CelString};
 use cel::common::value::Val;
 use cel::objects::{Key, Map as CelMap};
 use cel::{Context, Env, ExecutionError, Program, Value as CelValue};
 use serde_json::{Map, Value};
 
+use super::cel_cost::{self, Instrumented, Shape};
 use super::compile::Node;
 use super::gofmt;
 use super::validate::correlated_item;
@@ -38,11 +45,11 @@ pub(crate) const INLINE_EXPRESSION_DEPTH: usize = 12;
 /// Upstream `celconfig.MaxEvaluatedMessageExpressionSizeBytes`.
 const MAX_MESSAGE_EXPRESSION_BYTES: usize = 5 * 1024;
 
-/// Functions of Kubernetes' CEL environment that this engine does not provide (timestamps and
-/// durations need the `cel` crate's chrono feature, left out to keep the dependency tree lean;
-/// the Kubernetes libraries for lists, regexes, URLs, IPs, quantities and semver are not
-/// implemented). A rule whose evaluation reaches one is skipped rather than failed.
-const UNSUPPORTED_LIBRARY: [&str; 38] = [
+/// Functions of Kubernetes' CEL environment that this engine does not provide: timestamps and
+/// durations need the `cel` crate's `chrono` feature, which brings `chrono`, `chrono-tz` (the
+/// whole IANA database compiled in, 8 MiB of source), `phf` and `iana-time-zone` into the tree;
+/// left out to keep it lean. A rule whose evaluation reaches one is skipped rather than failed.
+const UNSUPPORTED_LIBRARY: [&str; 12] = [
     "duration",
     "timestamp",
     "getDate",
@@ -55,32 +62,6 @@ const UNSUPPORTED_LIBRARY: [&str; 38] = [
     "getMinutes",
     "getMonth",
     "getSeconds",
-    "isSorted",
-    "sum",
-    "min",
-    "max",
-    "find",
-    "findAll",
-    "url",
-    "isURL",
-    "getScheme",
-    "getHost",
-    "getHostname",
-    "getPort",
-    "getEscapedPath",
-    "getQuery",
-    "quantity",
-    "isQuantity",
-    "ip",
-    "isIP",
-    "cidr",
-    "isCIDR",
-    "semver",
-    "isSemver",
-    "format",
-    "compareTo",
-    "isGreaterThan",
-    "isLessThan",
 ];
 
 /// One compiled `x-kubernetes-validations` entry.
@@ -95,17 +76,21 @@ pub(crate) struct CompiledRule {
     /// (`compilation failed: …`).
     pub program: Option<Result<Program, String>>,
     pub message_program: Option<Result<Program, String>>,
+    pub message_expression: String,
     pub uses_old_self: bool,
     /// `fieldPath` normalised against the schema (`.spec['a']` → `spec[a]`), if valid.
     pub normalized_field_path: Option<String>,
     /// How deep the expression nests, for choosing the evaluation stack.
     pub depth: usize,
+    /// The rule and message expression rewritten to meter their cost.
+    pub metered: Option<Instrumented>,
+    pub message_metered: Option<Instrumented>,
 }
 
 /// The environment every rule compiles and runs in: the standard library with its macros
-/// (`has`, `all`, `exists`, `exists_one`, `map`, `filter`), optionals, and the strings and
-/// lists extensions Kubernetes enables too.
-fn env() -> &'static Arc<Env> {
+/// (`has`, `all`, `exists`, `exists_one`, `map`, `filter`), optionals, the strings and
+/// lists extensions Kubernetes enables too, and Kubernetes' own libraries.
+pub(crate) fn rule_env() -> &'static Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = Env::stdlib();
@@ -113,8 +98,14 @@ fn env() -> &'static Arc<Env> {
         // fail with an undeclared reference.
         let _ = env.add_extension(cel::extensions::strings);
         let _ = env.add_extension(cel::extensions::lists);
+        let _ = env.add_extension(super::cel_library::register);
+        let _ = env.add_extension(cel_cost::register);
         Arc::new(env)
     })
+}
+
+fn env() -> &'static Arc<Env> {
+    rule_env()
 }
 
 /// Reads and compiles the `x-kubernetes-validations` of one schema node. Only a malformed list
@@ -250,6 +241,14 @@ fn compile_rule(raw: RawRule) -> CompiledRule {
         Some(Ok(p)) => expression_depth(p.expression()),
         _ => 0,
     });
+    let metered = match &program {
+        Some(Ok(p)) => Some(cel_cost::instrument(p.expression())),
+        _ => None,
+    };
+    let message_metered = match &message_program {
+        Some(Ok(p)) => Some(cel_cost::instrument(p.expression())),
+        _ => None,
+    };
     CompiledRule {
         rule: raw.rule,
         message: raw.message,
@@ -258,9 +257,12 @@ fn compile_rule(raw: RawRule) -> CompiledRule {
         optional_old_self: raw.optional_old_self,
         program,
         message_program,
+        message_expression: raw.message_expression,
         uses_old_self,
         normalized_field_path: None,
         depth,
+        metered,
+        message_metered,
     }
 }
 
@@ -683,6 +685,75 @@ pub(crate) struct Eval<'a> {
     /// On update: errors of non-transition rules on values unchanged from the old object are
     /// dropped (upstream ratcheting).
     pub ratchet: bool,
+    /// What is left of the object's runtime cost budget (upstream `RuntimeCELCostBudget`);
+    /// negative once it ran out and validation stopped.
+    pub budget: i64,
+}
+
+/// upstream's error when the object's runtime budget runs out.
+const OUT_OF_BUDGET: &str =
+    "validation failed due to running out of cost budget, no further validation rules will be run";
+
+/// The outcome of one metered evaluation.
+enum Outcome {
+    Bool(bool),
+    Str(String),
+    Other,
+    Error(ExecutionError),
+    Panicked,
+}
+
+/// Evaluates `m` in `ctx` under the per-call limit.
+fn run_metered(m: &Instrumented, ctx: &Context<'_, '_>) -> (Outcome, cel_cost::Spent) {
+    cel_cost::metered(cel_cost::PER_CALL_LIMIT, || {
+        if let Err(e) = cel_cost::charge(m.base_cost) {
+            return Outcome::Error(e);
+        }
+        let run = catch_unwind(AssertUnwindSafe(|| {
+            match CelValue::resolve_val(&m.expr, ctx) {
+                Ok(v) => {
+                    if let Some(b) = v.downcast_ref::<CelBool>() {
+                        Outcome::Bool(*b.inner())
+                    } else if let Some(s) = v.downcast_ref::<CelString>() {
+                        Outcome::Str(s.inner().to_string())
+                    } else {
+                        Outcome::Other
+                    }
+                }
+                Err(e) => Outcome::Error(e),
+            }
+        }));
+        run.unwrap_or(Outcome::Panicked)
+    })
+}
+
+/// Takes `spent` from the budget; false (with upstream's error recorded) when the call limit
+/// was passed or the budget ran out, after which no further rule runs.
+fn spend(
+    eval: &mut Eval<'_>,
+    spent: cel_cost::Spent,
+    here: &str,
+    ty: &str,
+    over_limit: String,
+    out_of_budget: &str,
+) -> bool {
+    let cost = i64::try_from(spent.cost).unwrap_or(i64::MAX);
+    let detail = if spent.exceeded {
+        over_limit
+    } else if cost > eval.budget {
+        out_of_budget.to_string()
+    } else {
+        eval.budget -= cost;
+        return true;
+    };
+    eval.errors.push(FieldError::new(
+        ErrorKind::Invalid,
+        here,
+        Some(ty.to_string()),
+        detail,
+    ));
+    eval.budget = -1;
+    false
 }
 
 /// Evaluates every rule in the tree under `node` against `obj` (upstream `Validator.validate`).
@@ -695,7 +766,7 @@ pub(crate) fn validate_tree(
     eval: &mut Eval<'_>,
     depth: usize,
 ) {
-    if !node.has_cel || obj.is_null() || depth > super::MAX_DEPTH {
+    if !node.has_cel || obj.is_null() || depth > super::MAX_DEPTH || eval.budget < 0 {
         return;
     }
     let old = old.filter(|o| !o.is_null());
@@ -706,6 +777,9 @@ pub(crate) fn validate_tree(
         Value::Array(items) => {
             if let Some(item_node) = node.items.as_deref().filter(|n| n.has_cel) {
                 for (i, item) in items.iter().enumerate() {
+                    if eval.budget < 0 {
+                        return;
+                    }
                     let old_item = correlated_item(node, item, old);
                     validate_tree(
                         item_node,
@@ -726,6 +800,9 @@ pub(crate) fn validate_tree(
             let old_map = old.and_then(Value::as_object).filter(|_| correlatable);
             if let Some(ap) = node.additional_schema().filter(|n| n.has_cel) {
                 for (k, v) in map {
+                    if eval.budget < 0 {
+                        return;
+                    }
                     validate_tree(
                         ap,
                         v,
@@ -738,6 +815,9 @@ pub(crate) fn validate_tree(
                 }
             }
             for (k, v) in map {
+                if eval.budget < 0 {
+                    return;
+                }
                 let Some(prop) = node.properties.get(k).filter(|n| n.has_cel) else {
                     continue;
                 };
@@ -772,6 +852,16 @@ fn validate_expressions(
 ) {
     let ty = gofmt::quote(&node.ty);
     let here = nil_path(path);
+    if eval.budget <= 0 {
+        eval.errors.push(FieldError::new(
+            ErrorKind::Invalid,
+            here,
+            Some(ty),
+            OUT_OF_BUDGET,
+        ));
+        eval.budget = -1;
+        return;
+    }
     let self_val = to_cel(Some(node), obj, resource_root, 0);
     let old_val = old.map(|o| to_cel(Some(node), o, resource_root, 0));
     let unchanged = old.is_some_and(|o| o == obj);
@@ -787,7 +877,10 @@ fn validate_expressions(
                 ));
                 continue;
             }
-            Some(Ok(p)) => p,
+            Some(Ok(_)) => match &rule.metered {
+                Some(m) => m,
+                None => continue,
+            },
         };
         let optional = rule.optional_old_self == Some(true);
         if rule.uses_old_self && old_val.is_none() && !optional {
@@ -808,18 +901,26 @@ fn validate_expressions(
         } else if let Some(v) = old_val.clone().and_then(boxed) {
             ctx.add_variable_as_val("oldSelf", v);
         }
-        let result = catch_unwind(AssertUnwindSafe(|| program.execute(&ctx)));
+        let (result, spent) = run_metered(program, &ctx);
+        let over_limit = format!(
+            "'{}': no further validation rules will be run due to call cost exceeds limit for rule: {}",
+            cel_cost::ACTUAL_COST_LIMIT_EXCEEDED,
+            rule_error_string(rule)
+        );
+        if !spend(eval, spent, &here, &ty, over_limit, OUT_OF_BUDGET) {
+            return;
+        }
         let failed = match result {
-            Ok(Ok(CelValue::Bool(true))) => false,
-            Ok(Ok(_)) => true,
-            Ok(Err(ExecutionError::UndeclaredReference(name)))
+            Outcome::Bool(true) => false,
+            Outcome::Bool(false) | Outcome::Str(_) | Outcome::Other => true,
+            Outcome::Error(ExecutionError::UndeclaredReference(name))
                 if UNSUPPORTED_LIBRARY.contains(&name.as_str()) =>
             {
                 // A Kubernetes library function the `cel` crate lacks: upstream would have
                 // evaluated it, so the rule is not held against the object.
                 continue;
             }
-            Ok(Err(e)) => {
+            Outcome::Error(e) => {
                 let detail = match &e {
                     ExecutionError::NoSuchOverload(_) => format!(
                         "'{}': call arguments did not match a supported operator, function or macro signature for rule: {}",
@@ -840,7 +941,7 @@ fn validate_expressions(
                 ));
                 continue;
             }
-            Err(_) => {
+            Outcome::Panicked => {
                 eval.errors.push(FieldError::new(
                     ErrorKind::Invalid,
                     here.clone(),
@@ -863,8 +964,8 @@ fn validate_expressions(
             Some(fp) => child(path, fp),
             None => here.clone(),
         };
-        let message = match &rule.message_program {
-            Some(Ok(mp)) => {
+        let message = match (&rule.message_program, &rule.message_metered) {
+            (Some(Ok(_)), Some(mp)) => {
                 // The message expression sees `oldSelf` as a plain value, like upstream's
                 // non-optional activation.
                 let mut mctx = Context::with_env(Arc::clone(env));
@@ -874,8 +975,23 @@ fn validate_expressions(
                 if let Some(v) = old_val.clone().and_then(boxed) {
                     mctx.add_variable_as_val("oldSelf", v);
                 }
-                match catch_unwind(AssertUnwindSafe(|| mp.execute(&mctx))) {
-                    Ok(Ok(CelValue::String(s))) => {
+                let (outcome, spent) = run_metered(mp, &mctx);
+                let over_limit = format!(
+                    "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
+                    gofmt::quote(&rule.message_expression)
+                );
+                if !spend(
+                    eval,
+                    spent,
+                    &here,
+                    &ty,
+                    over_limit,
+                    "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run",
+                ) {
+                    return;
+                }
+                match outcome {
+                    Outcome::Str(s) => {
                         let t = s.trim();
                         if t.is_empty()
                             || t.len() > MAX_MESSAGE_EXPRESSION_BYTES
@@ -912,8 +1028,45 @@ fn validate_expressions(
 /// and `optionalOldSelf` without `oldSelf`.
 pub(crate) fn rule_errors(schema: &Value, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    walk_rules(schema, path, None, &mut errs, 0);
+    let mut total = CostTotal::default();
+    walk_rules(schema, path, None, &mut errs, 0, &mut total, Some(1));
+    if total.total > cel_cost::STATIC_ESTIMATED_CRD_COST_LIMIT {
+        for (p, _) in &total.most_expensive {
+            errs.push(FieldError::forbidden(
+                p.clone(),
+                "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema",
+            ));
+        }
+        errs.push(FieldError::forbidden(
+            path.to_string(),
+            cel_cost::cost_error_message(
+                "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+                total.total,
+                cel_cost::STATIC_ESTIMATED_CRD_COST_LIMIT,
+            ),
+        ));
+    }
     errs
+}
+
+/// upstream `TotalCost`: the estimated cost of all rules of a schema, and the (at most four)
+/// dearest rules costing at least 1% of the limit.
+#[derive(Default)]
+struct CostTotal {
+    total: u64,
+    most_expensive: Vec<(String, u64)>,
+}
+
+impl CostTotal {
+    fn observe(&mut self, path: String, cost: u64) {
+        self.total = self.total.saturating_add(cost);
+        if cost < cel_cost::STATIC_ESTIMATED_CRD_COST_LIMIT / 100 {
+            return;
+        }
+        self.most_expensive.push((path, cost));
+        self.most_expensive.sort_by_key(|e| std::cmp::Reverse(e.1));
+        self.most_expensive.truncate(4);
+    }
 }
 
 fn walk_rules(
@@ -922,6 +1075,8 @@ fn walk_rules(
     uncorrelatable: Option<&str>,
     errs: &mut Vec<FieldError>,
     depth: usize,
+    total: &mut CostTotal,
+    cardinality: Option<u64>,
 ) {
     let Some(obj) = schema.as_object() else {
         return;
@@ -932,12 +1087,21 @@ fn walk_rules(
     let (raw, shape_errs) = read_rules(obj, path);
     errs.extend(shape_errs);
     if !raw.is_empty() {
-        check_rules(obj, &raw, path, uncorrelatable, errs, depth);
+        let cost = RuleCost {
+            total,
+            cardinality,
+            shape: cel_cost::shape_of(schema, depth == 0, 0),
+            schema,
+        };
+        check_rules(obj, &raw, path, uncorrelatable, errs, depth, cost);
     }
     let map_type_ok = matches!(
         obj.get("x-kubernetes-map-type").and_then(Value::as_str),
         None | Some("granular") | Some("atomic")
     );
+    // upstream `CELSchemaContext.childContext`: how many times a child's rules can run.
+    let child_cardinality =
+        cardinality.and_then(|c| cel_cost::max_elements(schema).map(|m| c.saturating_mul(m)));
     let below_map = if map_type_ok {
         uncorrelatable.map(str::to_string)
     } else {
@@ -951,6 +1115,8 @@ fn walk_rules(
                 below_map.as_deref(),
                 errs,
                 depth + 1,
+                total,
+                child_cardinality,
             );
         }
     }
@@ -961,6 +1127,8 @@ fn walk_rules(
             below_map.as_deref(),
             errs,
             depth + 1,
+            total,
+            child_cardinality,
         );
     }
     if let Some(s @ Value::Object(_)) = obj.get("items") {
@@ -970,8 +1138,25 @@ fn walk_rules(
         } else {
             Some(path.to_string())
         };
-        walk_rules(s, &path.child("items"), under.as_deref(), errs, depth + 1);
+        walk_rules(
+            s,
+            &path.child("items"),
+            under.as_deref(),
+            errs,
+            depth + 1,
+            total,
+            child_cardinality,
+        );
     }
+}
+
+/// What the static cost check of one node's rules needs.
+struct RuleCost<'a> {
+    total: &'a mut CostTotal,
+    /// How many times the node's rules can run; `None` under an unbounded list or map.
+    cardinality: Option<u64>,
+    shape: Shape,
+    schema: &'a Value,
 }
 
 fn check_rules(
@@ -981,6 +1166,7 @@ fn check_rules(
     uncorrelatable: Option<&str>,
     errs: &mut Vec<FieldError>,
     depth: usize,
+    cost: RuleCost<'_>,
 ) {
     let base = path.child("x-kubernetes-validations");
     let before = errs.len();
@@ -1070,6 +1256,45 @@ fn check_rules(
     for (i, r) in raw.iter().enumerate() {
         let p = base.index(i);
         let compiled = compile_rule(r.clone());
+        // upstream `getExpressionCost`: the rule's cost times how often it can run.
+        if let Some(Ok(program)) = &compiled.program {
+            let raw_cost = cel_cost::estimate(program.expression(), &cost.shape);
+            let times = cost
+                .cardinality
+                .unwrap_or_else(|| cel_cost::unbounded_cardinality(cost.schema));
+            let expression_cost = if raw_cost == 0 {
+                0
+            } else {
+                raw_cost.saturating_mul(times)
+            };
+            let rule_path = p.child("rule").to_string();
+            if expression_cost > cel_cost::STATIC_ESTIMATED_COST_LIMIT {
+                errs.push(FieldError::forbidden(
+                    rule_path.clone(),
+                    cel_cost::cost_error_message(
+                        "estimated rule cost",
+                        expression_cost,
+                        cel_cost::STATIC_ESTIMATED_COST_LIMIT,
+                    ),
+                ));
+            }
+            cost.total.observe(rule_path, expression_cost);
+        }
+        if let Some(Ok(mp)) = &compiled.message_program {
+            let message_cost = cel_cost::estimate(mp.expression(), &cost.shape);
+            let message_path = p.child("messageExpression").to_string();
+            if message_cost > cel_cost::STATIC_ESTIMATED_COST_LIMIT {
+                errs.push(FieldError::forbidden(
+                    message_path.clone(),
+                    cel_cost::cost_error_message(
+                        "estimated messageExpression cost",
+                        message_cost,
+                        cel_cost::STATIC_ESTIMATED_COST_LIMIT,
+                    ),
+                ));
+            }
+            cost.total.observe(message_path, message_cost);
+        }
         if let Some(Err(detail)) = &compiled.program {
             errs.push(FieldError::new(
                 ErrorKind::Invalid,

@@ -25,6 +25,8 @@
 //! refused (schemas) or reported (objects) instead of recursed into.
 
 mod cel;
+mod cel_cost;
+mod cel_library;
 mod compile;
 mod defaulting;
 mod formats;
@@ -185,6 +187,7 @@ impl Structural {
             let mut eval = cel::Eval {
                 errors: &mut cel_errs,
                 ratchet: old.is_some(),
+                budget: cel_cost::RUNTIME_CEL_COST_BUDGET,
             };
             cel::validate_tree(&self.root, obj, old, None, true, &mut eval, 0);
             cel_errs
