@@ -275,6 +275,9 @@ pub struct Cache {
     inner: RwLock<Inner>,
     tx: broadcast::Sender<Arc<CacheEvent>>,
     progress: watch::Sender<Revision>,
+    /// Set once the server shuts down: every watch ends (see [`Cache::end_watches`]). Each open
+    /// watch holds one receiver, so its receiver count is the number of watches still open.
+    closing: watch::Sender<bool>,
 }
 
 /// A consistent snapshot of one type's objects.
@@ -323,16 +326,19 @@ impl Cache {
         }
         let (tx, _) = broadcast::channel(BROADCAST_CAPACITY);
         let (progress, _) = watch::channel(list.revision);
+        let (history, history_floor) = past_history(&store, list.revision).await;
+        let history_bytes = history.iter().map(|e| e.object.json.len()).sum();
         let cache = Arc::new(Cache {
             inner: RwLock::new(Inner {
                 types,
                 revision: list.revision,
-                history: VecDeque::new(),
-                history_bytes: 0,
-                history_floor: list.revision,
+                history,
+                history_bytes,
+                history_floor,
             }),
             tx,
             progress,
+            closing: watch::channel(false).0,
         });
         tokio::spawn(Self::follow(cache.clone(), store, list.revision));
         Ok(cache)
@@ -546,6 +552,25 @@ impl Cache {
             .cloned()
     }
 
+    /// The signal a watch ends on: it turns `true` when the server shuts down. A watch holds it for
+    /// as long as it runs, which is what [`Cache::end_watches`] counts.
+    pub fn closing(&self) -> watch::Receiver<bool> {
+        self.closing.subscribe()
+    }
+
+    /// Ends every open watch, and every watch started from now on, then waits (at most `grace`)
+    /// until their tasks are gone, so each response stream has ended with its final chunk,
+    /// as upstream's API server ends its watches on graceful shutdown. Returns how many were
+    /// still open after `grace`.
+    pub async fn end_watches(&self, grace: Duration) -> usize {
+        self.closing.send_replace(true);
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.closing.receiver_count() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.closing.receiver_count()
+    }
+
     /// Registers a watch of `rt` starting after revision `from`. `from = None` means "now, with the
     /// current objects as initial ADDED events" (upstream's resourceVersion "" / "0" semantics).
     pub fn subscribe(
@@ -590,6 +615,63 @@ impl Cache {
             revision: inner.revision,
             live,
         })
+    }
+}
+
+/// Revisions of stored history loaded into a fresh cache's watch history.
+const PAST_HISTORY_REVISIONS: Revision = 10_000;
+/// How long loading that history may take before the cache starts without it.
+const PAST_HISTORY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The changes of the last [`PAST_HISTORY_REVISIONS`] revisions up to `current` still in the
+/// store's history, as watch history, and the revision that history starts after. A client
+/// whose watch was cut by a restart of the server then resumes from its last resourceVersion
+/// instead of getting `410 Gone` and relisting everything (upstream's cacher starts empty and
+/// answers 410; its clients relist). Bounded as the live history is; on any failure the cache
+/// starts with no history (floor `current`), never with a history that has holes.
+async fn past_history(
+    store: &Arc<dyn Store>,
+    current: Revision,
+) -> (VecDeque<Arc<CacheEvent>>, Revision) {
+    let floor = store
+        .compacted_revision()
+        .max(current - PAST_HISTORY_REVISIONS)
+        .max(0);
+    if floor >= current {
+        return (VecDeque::new(), current);
+    }
+    // Every revision is one change of some key, so the stream reaches `current` exactly.
+    let Ok(mut stream) = store.watch("", floor) else {
+        return (VecDeque::new(), current);
+    };
+    let deadline = tokio::time::Instant::now() + PAST_HISTORY_TIMEOUT;
+    let mut history = VecDeque::new();
+    let (mut bytes, mut start) = (0usize, floor);
+    loop {
+        let ev = match tokio::time::timeout_at(deadline, stream.next()).await {
+            Ok(Some(Ok(ev))) if ev.revision() <= current => ev,
+            _ => {
+                tracing::warn!(floor, current, "watch history not loaded from the store");
+                return (VecDeque::new(), current);
+            }
+        };
+        let rev = ev.revision();
+        if let Some(prefix) = type_prefix(ev.key())
+            && let Some(event) = crate::watch::cache_event(&prefix, &ev)
+        {
+            bytes += event.object.json.len();
+            history.push_back(Arc::new(event));
+            while history.len() > HISTORY_LIMIT || bytes > HISTORY_BYTES {
+                let Some(old) = history.pop_front() else {
+                    break;
+                };
+                bytes = bytes.saturating_sub(old.object.json.len());
+                start = old.rv();
+            }
+        }
+        if rev == current {
+            return (history, start);
+        }
     }
 }
 

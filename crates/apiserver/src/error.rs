@@ -296,7 +296,16 @@ impl From<tandem_store::StoreError> for ApiError {
             )),
             other => {
                 tracing::error!(error = %other, source = ?std::error::Error::source(&other), "store failure");
-                ApiError::internal(format!("storage error: {other}"))
+                // The whole chain of causes: what the client must learn is at its end ("no
+                // space left on device", "read-only file system").
+                let mut message = format!("storage error: {other}");
+                let mut cause = std::error::Error::source(&other);
+                while let Some(c) = cause.take() {
+                    message.push_str(": ");
+                    message.push_str(&c.to_string());
+                    cause = c.source();
+                }
+                ApiError::internal(message)
             }
         }
     }

@@ -10,6 +10,7 @@ pub mod crds;
 pub mod discovery;
 pub mod error;
 pub mod eviction;
+pub mod flowcontrol;
 pub mod meta;
 pub mod metrics;
 pub mod metrics_api;

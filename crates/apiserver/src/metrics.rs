@@ -111,6 +111,7 @@ struct Families {
     longrunning: Family<LongRunningLabels, Gauge>,
     watchers: Family<WatcherLabels, Gauge>,
     storage_objects: Family<ResourceLabel, Gauge>,
+    flow_control: crate::flowcontrol::FlowControlMetrics,
 }
 
 impl ApiMetrics {
@@ -158,7 +159,9 @@ impl ApiMetrics {
             "[STABLE] Number of stored objects at the time of last check split by kind (tandem: the watch cache's objects when scraped)",
             storage_objects.clone(),
         );
+        let flow_control = crate::flowcontrol::FlowControlMetrics::new(registry);
         ApiMetrics(Arc::new(Families {
+            flow_control,
             requests,
             durations,
             inflight_read_only,
@@ -167,6 +170,11 @@ impl ApiMetrics {
             watchers,
             storage_objects,
         }))
+    }
+
+    /// The API Priority and Fairness families (see `flowcontrol`).
+    pub fn flow_control(&self) -> &crate::flowcontrol::FlowControlMetrics {
+        &self.0.flow_control
     }
 
     /// Starts measuring a resource request. `content_type` and `dry_run` are the request's

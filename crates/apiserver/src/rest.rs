@@ -114,6 +114,8 @@ pub struct State {
     pub kubelet_client: tandem_netproxy::Forwarder,
     /// The resource metrics scraped from node agents (`metrics.k8s.io`, see `metrics_api`).
     pub metrics: crate::metrics_api::MetricsApi,
+    /// Seats and queues of the requests being served (see `flowcontrol`).
+    pub flow_control: Arc<crate::flowcontrol::FlowControl>,
 }
 
 /// Server behaviour switches.
@@ -132,6 +134,8 @@ pub struct Options {
     /// server without Prometheus metrics (not a flag: upstream always has them; `tandem bench
     /// api --metrics both` compares).
     pub server_metrics: Option<crate::metrics::ServerMetrics>,
+    /// The bounds on requests in flight and API Priority and Fairness (see `flowcontrol`).
+    pub flow_control: crate::flowcontrol::FlowControlConfig,
 }
 
 impl Default for Options {
@@ -142,6 +146,7 @@ impl Default for Options {
             authorization: Default::default(),
             metric_resolution: Some(crate::metrics_api::DEFAULT_RESOLUTION),
             server_metrics: Some(crate::metrics::ServerMetrics::standalone()),
+            flow_control: Default::default(),
         }
     }
 }

@@ -114,7 +114,15 @@ impl ApiServer {
             authn: crate::auth::authn::Authenticator::new(pki.tokens.clone(), Arc::new(issuer)),
             rbac: crate::auth::rbac::Rbac::default(),
         };
+        let flow_control = Arc::new(crate::flowcontrol::FlowControl::new(
+            options.flow_control.clone(),
+            options
+                .server_metrics
+                .as_ref()
+                .map(|m| m.api.flow_control().clone()),
+        ));
         let state = Arc::new(State {
+            flow_control,
             registry,
             store,
             cache,
@@ -203,6 +211,19 @@ impl ApiServer {
 }
 
 impl ApiServer {
+    /// Graceful shutdown of the API's long-running requests: ends every open watch (and any
+    /// started later) so each response stream ends with its final chunk, as kube-apiserver does
+    /// on SIGTERM, waiting at most `grace` for them. Call before dropping the server; requests
+    /// still in flight afterwards are cut when the process exits.
+    pub async fn shutdown(&self, grace: std::time::Duration) {
+        let open = self.state.cache.end_watches(grace).await;
+        if open > 0 {
+            tracing::warn!(open, "watches still open at shutdown");
+        }
+        // The tasks are gone; give the connections a moment to write the final chunks.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
     /// Serves the API on `addr` as well (e.g. the pods' gateway address, so that the
     /// `kubernetes` Service can reach it), with the same certificate and authentication. The
     /// listener lives as long as the server.
@@ -260,7 +281,16 @@ fn serve(
                     let identity = cert_identity.clone();
                     async move { Ok::<_, Infallible>(handle(state, identity, req).await) }
                 });
-                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let mut builder =
+                    hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                // Request heads up to Go's `DefaultMaxHeaderBytes` (1 MiB), as kube-apiserver
+                // takes them: a longer head gets 431 (414 for the URI alone) over HTTP/1.1. Over
+                // HTTP/2 a header block past it ends the connection (h2's bound on CONTINUATION
+                // frames), as hyper's default 16 KiB did for blocks past 80 KiB.
+                builder.http1().max_buf_size(MAX_HEADER_BYTES + (64 << 10));
+                builder
+                    .http2()
+                    .max_header_list_size(MAX_HEADER_BYTES as u32);
                 if let Err(e) = builder
                     .serve_connection_with_upgrades(TokioIo::new(tls), service)
                     .await
@@ -436,6 +466,9 @@ async fn handle(
     resp
 }
 
+/// The largest request head the server reads (Go's `http.DefaultMaxHeaderBytes`).
+const MAX_HEADER_BYTES: usize = 1 << 20;
+
 /// How much of a refused request's body the server reads before answering (Go's server reads up
 /// to 256 KiB of an unread body).
 const UNREAD_BODY_LIMIT: usize = 256 << 10;
@@ -480,16 +513,65 @@ async fn route(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let query = Query::parse(req.uri().query());
-    let segs: Vec<&str> = path
-        .trim_matches('/')
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .collect();
     let rr = parse_resource_path(req.method(), &path, &query);
     let attrs = match &rr {
         Some(rr) => authz_attributes(rr, &query),
         None => Attributes::non_resource(req.method(), &path),
     };
+    // Flow control, after authentication and impersonation and before authorization, as
+    // upstream's filter chain orders them; long-running requests hold no seat.
+    if crate::flowcontrol::is_long_running(&attrs) {
+        return route_admitted(
+            state, identity, req, path, query, accept, rr, attrs, started,
+        )
+        .await;
+    }
+    let class = state.flow_control.classify(&identity, &attrs);
+    let uids = state.flow_control.uids(&class).and_then(|(fs, pl)| {
+        Some((
+            HeaderValue::from_str(fs).ok()?,
+            HeaderValue::from_str(pl).ok()?,
+        ))
+    });
+    let mut resp = match state.flow_control.acquire(&class).await {
+        Ok(_seat) => {
+            route_admitted(
+                state, identity, req, path, query, accept, rr, attrs, started,
+            )
+            .await
+        }
+        Err(why) => {
+            tracing::debug!(%path, user = %identity.name, reason = ?why, "request refused by flow control");
+            refuse(req, &why.to_api_error()).await
+        }
+    };
+    if let Some((fs, pl)) = uids {
+        let headers = resp.headers_mut();
+        headers.insert(crate::flowcontrol::FLOW_SCHEMA_UID_HEADER, fs);
+        headers.insert(crate::flowcontrol::PRIORITY_LEVEL_UID_HEADER, pl);
+    }
+    resp
+}
+
+/// The rest of [`route`] once flow control admitted the request: authorization, then the
+/// non-resource paths and the resource handlers.
+#[allow(clippy::too_many_arguments)]
+async fn route_admitted(
+    state: Arc<State>,
+    identity: Arc<UserInfo>,
+    req: Request<Incoming>,
+    path: String,
+    query: Query,
+    accept: Option<String>,
+    rr: Option<crate::request::ResourceRequest>,
+    attrs: Attributes,
+    started: std::time::Instant,
+) -> Response<Body> {
+    let segs: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
     if let Err(e) = crate::auth::authz::check(&state, &identity, &attrs) {
         return refuse(req, &e).await;
     }
@@ -710,19 +792,9 @@ async fn serve_resource(
         user_agent,
         applying: false,
     };
-    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
-            let err = if e
-                .downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
-                ApiError::too_large(MAX_BODY)
-            } else {
-                ApiError::bad_request("cannot read request body")
-            };
-            return error_response(&err, &[]);
-        }
+    let body = match read_body(req).await {
+        Ok(b) => b,
+        Err(e) => return error_response(&e, &[]),
     };
     let protobuf = matches!(ctx.format, Format::Protobuf { .. });
     // A custom resource served at several versions is answered at the requested one; so is a
@@ -821,6 +893,79 @@ async fn serve_resource(
         Err(e) if protobuf => protobuf_response(e.code, &e.status(), &ctx.warnings),
         Err(e) => error_response(&e, &ctx.warnings),
     }
+}
+
+/// How much more than [`MAX_BODY`] the server reads and discards of an over-large body before
+/// answering 413, and for how long: a client that sends a few MiB too many then reads the
+/// answer instead of a reset connection or stream (Go's server reads 256 KiB of an unread body;
+/// an over-large object overshoots by more).
+const OVERSIZED_BODY_DRAIN: usize = 16 << 20;
+const OVERSIZED_BODY_DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The request body, at most [`MAX_BODY`] bytes; past that a `413 RequestEntityTooLarge`, sent
+/// at once to an HTTP/1.1 client waiting for `100 Continue` (it then never sends the body) or
+/// for a declared length past the drain bound, and otherwise after draining the rest.
+async fn read_body(req: Request<Incoming>) -> Result<Bytes, ApiError> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let expects_continue = req.version() <= http::Version::HTTP_11
+        && req
+            .headers()
+            .get(header::EXPECT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("100-continue"));
+    let too_large = || ApiError::too_large(MAX_BODY);
+    if let Some(len) = declared
+        && len > MAX_BODY as u64
+    {
+        if !expects_continue && len <= OVERSIZED_BODY_DRAIN as u64 {
+            drain(req.into_body(), OVERSIZED_BODY_DRAIN).await;
+        }
+        return Err(too_large());
+    }
+    let mut body = req.into_body();
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut total = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| ApiError::bad_request("cannot read request body"))?;
+        if let Ok(data) = frame.into_data() {
+            total += data.len();
+            if total > MAX_BODY {
+                drain(body, OVERSIZED_BODY_DRAIN.saturating_sub(total)).await;
+                return Err(too_large());
+            }
+            chunks.push(data);
+        }
+    }
+    Ok(match chunks.len() {
+        0 => Bytes::new(),
+        1 => chunks.swap_remove(0),
+        _ => {
+            let mut all = Vec::with_capacity(total);
+            for c in &chunks {
+                all.extend_from_slice(c);
+            }
+            Bytes::from(all)
+        }
+    })
+}
+
+/// Reads and discards up to `budget` bytes of a body, for at most
+/// [`OVERSIZED_BODY_DRAIN_TIME`].
+async fn drain(mut body: Incoming, budget: usize) {
+    let _ = tokio::time::timeout(OVERSIZED_BODY_DRAIN_TIME, async move {
+        let mut read = 0usize;
+        while read < budget {
+            match body.frame().await {
+                Some(Ok(frame)) => read += frame.data_ref().map_or(0, |d| d.len()),
+                _ => break,
+            }
+        }
+    })
+    .await;
 }
 
 /// Reads the request body (up to a bound) before refusing, as Go's HTTP server does: an HTTP/2

@@ -4,6 +4,15 @@
 //! one, `410 Gone` as an ERROR event when it is too old, BOOKMARK events when asked, the
 //! `sendInitialEvents` streaming list with its `k8s.io/initial-events-end` bookmark, and
 //! `timeoutSeconds`.
+//!
+//! Each watch runs as one task with a bounded queue of encoded events ([`Outbox`]), handed a few
+//! at a time to the response body as the client reads. A watcher that stops reading fills it;
+//! after [`BLOCKED_WATCHER_TIMEOUT`] without room its watch ends and the queue is dropped
+//! (upstream's `cacheWatcher` is likewise stopped when its input buffer stays full, "Forcing
+//! watcher close due to unresponsiveness"), so it no longer holds events it has not read, nor
+//! pins the cache's broadcast. The client resumes from the last resourceVersion it saw. On server
+//! shutdown every watch ends the same way ([`crate::cache::Cache::end_watches`]): the stream gets
+//! its final chunk instead of a dropped connection.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +22,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tandem_core::registry::ResourceType;
 use tandem_store::{Event as StoreEvent, Revision, StoreError};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::cache::{CacheEvent, EventType, Object, WatchStartError};
 use crate::error::{ApiError, ApiResult};
@@ -22,6 +31,127 @@ use crate::rest::{Ctx, Filter, State};
 
 /// How often a watcher that allows bookmarks gets one.
 const BOOKMARK_INTERVAL: Duration = Duration::from_secs(15);
+
+/// Encoded events a watch task queues for a client that is not reading, at most (count and
+/// bytes, whichever bound is reached first). A watch stays blocked, not cut off, while this holds.
+const WATCHER_BUFFER: usize = 256;
+const WATCHER_BUFFER_BYTES: usize = 1024 * 1024;
+
+/// Events handed to the response body ahead of the client: small, because what sits there is
+/// released only when the client reads or goes away, even after the watch was cut off.
+const HANDED_OVER: usize = 4;
+
+/// How long a watch waits for room in a full buffer before it ends the stream.
+pub const BLOCKED_WATCHER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A watch's outgoing events: a bounded queue owned by the watch task, drained into the
+/// response body's channel as the client reads. Cutting a watcher off drops the queue, so a
+/// client that stops reading holds at most [`HANDED_OVER`] events of the server's memory.
+struct Outbox {
+    tx: mpsc::Sender<Bytes>,
+    queue: Queue,
+}
+
+/// The events not yet handed to the body, and their size.
+#[derive(Default)]
+struct Queue {
+    lines: std::collections::VecDeque<Bytes>,
+    bytes: usize,
+}
+
+impl Queue {
+    fn pop(&mut self) -> Option<Bytes> {
+        let line = self.lines.pop_front()?;
+        self.bytes -= line.len();
+        Some(line)
+    }
+
+    fn full(&self) -> bool {
+        self.lines.len() >= WATCHER_BUFFER || self.bytes >= WATCHER_BUFFER_BYTES
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    /// Hands queued events to the body while its channel has room; `false`: the client is gone.
+    fn flush(&mut self, tx: &mpsc::Sender<Bytes>) -> bool {
+        while let Some(line) = self.pop() {
+            match tx.try_send(line) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(line)) => {
+                    self.bytes += line.len();
+                    self.lines.push_front(line);
+                    return true;
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => return false,
+            }
+        }
+        true
+    }
+
+    /// Waits until the body has room, hands it the oldest event and what else fits; for a
+    /// `select!` arm guarded by a non-empty queue. `false`: the client is gone.
+    async fn send_next(&mut self, tx: &mpsc::Sender<Bytes>) -> bool {
+        let Ok(permit) = tx.reserve().await else {
+            return false;
+        };
+        if let Some(line) = self.pop() {
+            permit.send(line);
+        }
+        self.flush(tx)
+    }
+}
+
+impl Outbox {
+    fn new(tx: mpsc::Sender<Bytes>) -> Outbox {
+        Outbox {
+            tx,
+            queue: Queue::default(),
+        }
+    }
+
+    /// Queues one encoded event. `false` means the watch must end: the client has gone, its
+    /// queue stayed full for [`BLOCKED_WATCHER_TIMEOUT`], or `deadline` (the watch's
+    /// `timeoutSeconds`) passed while waiting.
+    async fn push(&mut self, line: Bytes, deadline: tokio::time::Instant) -> bool {
+        self.queue.bytes += line.len();
+        self.queue.lines.push_back(line);
+        if !self.queue.flush(&self.tx) {
+            return false;
+        }
+        let until = deadline.min(tokio::time::Instant::now() + BLOCKED_WATCHER_TIMEOUT);
+        while self.queue.full() {
+            match tokio::time::timeout_at(until, self.queue.send_next(&self.tx)).await {
+                Ok(true) => {}
+                Ok(false) => return false,
+                Err(_) => {
+                    if tokio::time::Instant::now() < deadline {
+                        tracing::info!(
+                            queued = self.queue.lines.len(),
+                            "ending a watch whose client has not read for {BLOCKED_WATCHER_TIMEOUT:?}"
+                        );
+                    }
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Resolves once the server shuts down ([`crate::cache::Cache::closing`]).
+async fn server_closing(closing: &mut watch::Receiver<bool>) {
+    loop {
+        if *closing.borrow_and_update() {
+            return;
+        }
+        if closing.changed().await.is_err() {
+            // The cache is gone: nothing will ever close this watch this way.
+            std::future::pending::<()>().await;
+        }
+    }
+}
 
 struct Encoder {
     rt: Arc<ResourceType>,
@@ -129,7 +259,7 @@ pub async fn start(
                 .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?,
         ),
     };
-    let (tx, rx) = mpsc::channel::<Bytes>(256);
+    let (tx, rx) = mpsc::channel::<Bytes>(HANDED_OVER);
     if let Some(from) = from
         && from > state.cache.revision()
         && !state.cache.wait_for(from, Duration::from_secs(3)).await
@@ -172,21 +302,23 @@ pub async fn start(
             return Ok(rx);
         }
     };
+    let mut closing = state.cache.closing();
     tokio::spawn(async move {
+        let mut out = Outbox::new(tx);
         let deadline = tokio::time::Instant::now() + timeout;
         let mut last_rv = sub.revision;
         for obj in &sub.initial {
-            if filter.accepts(&rt, obj) && tx.send(enc.event("ADDED", obj)).await.is_err() {
+            if filter.accepts(&rt, obj) && !out.push(enc.event("ADDED", obj), deadline).await {
                 return;
             }
         }
-        if send_initial && tx.send(enc.bookmark(sub.revision, true)).await.is_err() {
+        if send_initial && !out.push(enc.bookmark(sub.revision, true), deadline).await {
             return;
         }
         for ev in &sub.backlog {
             last_rv = ev.rv();
             if let Some(b) = translate(&rt, &filter, ev, &mut enc)
-                && tx.send(b).await.is_err()
+                && !out.push(b, deadline).await
             {
                 return;
             }
@@ -198,10 +330,12 @@ pub async fn start(
         loop {
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => return,
-                _ = tx.closed() => return,
+                _ = out.tx.closed() => return,
+                sent = out.queue.send_next(&out.tx), if !out.queue.is_empty() => if !sent { return },
+                _ = server_closing(&mut closing) => return,
                 _ = ticker.tick(), if bookmarks => {
                     let rv = state.cache.revision().max(last_rv);
-                    if tx.send(enc.bookmark(rv, false)).await.is_err() { return; }
+                    if !out.push(enc.bookmark(rv, false), deadline).await { return; }
                 }
                 msg = live.recv() => match msg {
                     Ok(ev) => {
@@ -210,11 +344,11 @@ pub async fn start(
                         }
                         last_rv = ev.rv();
                         if let Some(b) = translate(&rt, &filter, &ev, &mut enc)
-                            && tx.send(b).await.is_err() { return; }
+                            && !out.push(b, deadline).await { return; }
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => {
                         let e = ApiError::gone(format!("too old resource version: {last_rv} ({})", state.cache.revision()));
-                        let _ = tx.send(error_event(&e)).await;
+                        out.push(error_event(&e), deadline).await;
                         return;
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
@@ -271,6 +405,7 @@ impl StoreWatch {
             Err(e) => return Err(e.into()),
         };
         let type_prefix: Arc<str> = Arc::from(self.rt.key_prefix());
+        let mut closing = state.cache.closing();
         tokio::spawn(async move {
             let StoreWatch {
                 rt,
@@ -280,13 +415,14 @@ impl StoreWatch {
                 timeout,
                 ..
             } = self;
+            let mut out = Outbox::new(tx);
             let deadline = tokio::time::Instant::now() + timeout;
             for obj in &initial {
-                if tx.send(enc.event("ADDED", obj)).await.is_err() {
+                if !out.push(enc.event("ADDED", obj), deadline).await {
                     return;
                 }
             }
-            if send_initial && tx.send(enc.bookmark(after, true)).await.is_err() {
+            if send_initial && !out.push(enc.bookmark(after, true), deadline).await {
                 return;
             }
             let mut last_rv = after;
@@ -295,20 +431,22 @@ impl StoreWatch {
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep_until(deadline) => return,
-                    _ = tx.closed() => return,
+                    _ = out.tx.closed() => return,
+                sent = out.queue.send_next(&out.tx), if !out.queue.is_empty() => if !sent { return },
+                    _ = server_closing(&mut closing) => return,
                     _ = ticker.tick(), if bookmarks => {
-                        if tx.send(enc.bookmark(last_rv, false)).await.is_err() { return; }
+                        if !out.push(enc.bookmark(last_rv, false), deadline).await { return; }
                     }
                     item = stream.next() => match item {
                         Some(Ok(ev)) => {
                             last_rv = ev.revision();
                             if let Some(cev) = cache_event(&type_prefix, &ev)
                                 && let Some(b) = translate(&rt, &filter, &cev, &mut enc)
-                                && tx.send(b).await.is_err() { return; }
+                                && !out.push(b, deadline).await { return; }
                         }
                         Some(Err(_)) => {
                             let e = ApiError::gone(format!("too old resource version: {last_rv} ({})", state.store.current_revision()));
-                            let _ = tx.send(error_event(&e)).await;
+                            out.push(error_event(&e), deadline).await;
                             return;
                         }
                         None => return,
@@ -321,7 +459,7 @@ impl StoreWatch {
 }
 
 /// A store change as a cache event, for [`translate`]; `None` for a value that is not JSON.
-fn cache_event(type_prefix: &Arc<str>, ev: &StoreEvent) -> Option<CacheEvent> {
+pub(crate) fn cache_event(type_prefix: &Arc<str>, ev: &StoreEvent) -> Option<CacheEvent> {
     let (kind, object, prev) = match ev {
         StoreEvent::Put { kv, prev } => {
             let prev = prev.as_ref().and_then(Object::from_kv).map(Arc::new);

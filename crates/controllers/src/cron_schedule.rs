@@ -123,7 +123,12 @@ fn field(
         let mut v = lo;
         while v <= hi {
             bits |= 1 << v;
-            v += step;
+            // A step as large as `u32::MAX` (`1/4294967295`) ends the range rather than
+            // overflowing; robfig's `uint` loop cannot overflow for the same input.
+            let Some(next) = v.checked_add(step) else {
+                break;
+            };
+            v = next;
         }
         star |= is_star;
     }
@@ -293,6 +298,19 @@ mod tests {
             Some("2024-01-01T11:30:00Z")
         );
         assert_eq!(next("0 0 30 2 *", "2024-01-01T00:00:00Z", "UTC"), None);
+    }
+
+    #[test]
+    fn a_step_of_u32_max_selects_only_the_range_start() {
+        // Found by crates/controllers/tests/fuzz_cron.rs: `1 + u32::MAX` overflowed.
+        let Ok(Parsed {
+            schedule: Schedule::Spec(spec),
+            ..
+        }) = parse("1/4294967295 * * * *")
+        else {
+            panic!("the schedule parses");
+        };
+        assert_eq!(spec.minute, 1 << 1);
     }
 
     #[test]

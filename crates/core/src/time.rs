@@ -64,7 +64,13 @@ pub enum GoDurationError {
 /// Parses Go's duration syntax (`time.ParseDuration`): an optional sign, then decimal numbers
 /// each with a unit (`ns`, `us`/`µs`, `ms`, `s`, `m`, `h`), as in `1h30m`, `1.5s`, `-2m`,
 /// `300ms`; `0` alone needs no unit. Returns signed nanoseconds.
+///
+/// Exact, as Go's: integer parts are summed in integer nanoseconds and only a fraction goes
+/// through floating point, so every [`format_go_duration`] text parses back to the same value
+/// (an `f64` total lost the low digits of durations over about 104 days). A value beyond
+/// ±2⁶³−1 ns (−2⁶³ is allowed) is invalid.
 pub fn parse_go_duration(text: &str) -> Result<i64, GoDurationError> {
+    const LIMIT: u64 = 1 << 63;
     let invalid = || GoDurationError::Invalid(text.to_string());
     let (negative, mut rest) = match text.strip_prefix('-') {
         Some(r) => (true, r),
@@ -76,28 +82,65 @@ pub fn parse_go_duration(text: &str) -> Result<i64, GoDurationError> {
     if rest.is_empty() {
         return Err(invalid());
     }
-    let mut total = 0f64;
+    let mut total: u64 = 0;
     while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let number = &rest[..number_len];
-        if number.is_empty() || number == "." {
+        if !rest.starts_with(|c: char| c == '.' || c.is_ascii_digit()) {
             return Err(invalid());
         }
-        let value: f64 = number.parse().map_err(|_| invalid())?;
-        rest = &rest[number_len..];
+        // The integer part (`leadingInt`): overflow is an invalid duration.
+        let int_len = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let mut whole: u64 = 0;
+        for digit in rest[..int_len].bytes() {
+            whole = whole
+                .checked_mul(10)
+                .and_then(|w| w.checked_add(u64::from(digit - b'0')))
+                .filter(|w| *w <= LIMIT)
+                .ok_or_else(invalid)?;
+        }
+        rest = &rest[int_len..];
+        // The fraction (`leadingFraction`): digits past what fits are ignored.
+        let (mut fraction, mut scale, mut frac_len) = (0u64, 1f64, 0usize);
+        if let Some(after_dot) = rest.strip_prefix('.') {
+            rest = after_dot;
+            frac_len = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            let mut overflow = false;
+            for digit in rest[..frac_len].bytes() {
+                if overflow {
+                    continue;
+                }
+                match fraction
+                    .checked_mul(10)
+                    .and_then(|f| f.checked_add(u64::from(digit - b'0')))
+                    .filter(|f| *f <= LIMIT)
+                {
+                    Some(f) => {
+                        fraction = f;
+                        scale *= 10.0;
+                    }
+                    None => overflow = true,
+                }
+            }
+            rest = &rest[frac_len..];
+        }
+        if int_len == 0 && frac_len == 0 {
+            // `.` alone, or `.s`.
+            return Err(invalid());
+        }
         let unit_len = rest
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
+        let unit: u64 = match &rest[..unit_len] {
             "" => return Err(GoDurationError::MissingUnit(text.to_string())),
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
+            "ns" => 1,
+            "us" | "µs" | "μs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
             unit => {
                 return Err(GoDurationError::UnknownUnit {
                     unit: unit.to_string(),
@@ -105,14 +148,28 @@ pub fn parse_go_duration(text: &str) -> Result<i64, GoDurationError> {
                 });
             }
         };
-        total += value * scale;
         rest = &rest[unit_len..];
+        let mut value = whole
+            .checked_mul(unit)
+            .filter(|v| *v <= LIMIT)
+            .ok_or_else(invalid)?;
+        if fraction > 0 {
+            // As Go: float64(f) * (float64(unit) / scale), truncated.
+            value = value
+                .checked_add((fraction as f64 * (unit as f64 / scale)) as u64)
+                .filter(|v| *v <= LIMIT)
+                .ok_or_else(invalid)?;
+        }
+        total = total
+            .checked_add(value)
+            .filter(|t| *t <= LIMIT)
+            .ok_or_else(invalid)?;
     }
-    if !total.is_finite() || total > i64::MAX as f64 {
-        return Err(invalid());
+    if negative {
+        // -2⁶³ is representable.
+        return Ok(0i64.wrapping_sub_unsigned(total));
     }
-    let nanos = total.round() as i64;
-    Ok(if negative { -nanos } else { nanos })
+    i64::try_from(total).map_err(|_| invalid())
 }
 
 /// [`parse_go_duration`] for durations that cannot be negative (flags, intervals): a negative
@@ -221,6 +278,29 @@ mod tests {
             assert_eq!(err.to_string(), message);
         }
         assert!(parse_go_duration_std("-1s").is_err());
+    }
+
+    #[test]
+    fn long_durations_parse_exactly_and_overflow_is_invalid() {
+        // Found by the property tests: an f64 total lost the last nanoseconds of long durations.
+        for nanos in [
+            -9_030_342_937_530_653,
+            i64::MAX,
+            i64::MIN,
+            360_000_000_000_000_001,
+        ] {
+            let text = format_go_duration(nanos);
+            assert_eq!(parse_go_duration(&text), Ok(nanos), "{text}");
+        }
+        assert_eq!(parse_go_duration("2562047h47m16.854775807s"), Ok(i64::MAX));
+        for text in [
+            "2562047h47m16.854775808s",
+            "9223372036854775808ns",
+            "99999999999999999999h",
+        ] {
+            assert!(parse_go_duration(text).is_err(), "{text}");
+        }
+        assert_eq!(parse_go_duration("-9223372036854775808ns"), Ok(i64::MIN));
     }
 
     #[test]

@@ -42,8 +42,14 @@ pub enum BenchCommand {
     /// Ingress controller: HTTP requests/s and latency through the ingress next to the same
     /// requests straight to the backends (stand-ins on loopback), new connections and kept-alive.
     Ingress(crate::bench_ingress::IngressBench),
+    /// Watch costs (issue 22): the server's memory with 10,000 idle watchers, and with 100
+    /// watchers that stop reading under a write load (cut off once their buffers stay full).
+    Watchers(crate::bench_watchers::WatchersBench),
     /// `tandem check` over generated manifests: objects/s and peak memory.
     Check(CheckBench),
+    /// Overload (issue 22): many clients of one user flood the API server; node heartbeats'
+    /// and scheduler bindings' latency without and with the flood, and the share refused with 429.
+    Overload(crate::bench_overload::OverloadBench),
 }
 
 #[derive(Args)]
@@ -291,6 +297,8 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Netpol(b) => crate::bench_netpol::run(b).await,
         BenchCommand::Ingress(b) => crate::bench_ingress::run(b).await,
         BenchCommand::Check(b) => crate::check::bench(b.objects),
+        BenchCommand::Overload(b) => crate::bench_overload::run(b).await,
+        BenchCommand::Watchers(b) => crate::bench_watchers::run(b).await,
         BenchCommand::Scheduler(b) => {
             for store in b.store.each() {
                 let dir = tempfile::tempdir().context("cannot create a temp dir")?;
@@ -429,6 +437,7 @@ pub(crate) async fn bench_server_in(
         hpa_downscale_stabilization: std::time::Duration::from_secs(300),
         store: store.clone(),
         leader_election: Default::default(),
+        flow_control: Default::default(),
     };
     let (server, _store) = crate::cluster::start(&args).await?;
     let client = crate::cluster::client_from(&args.kubeconfig_path()).await?;
@@ -489,6 +498,7 @@ async fn api(b: &ApiBench, store: BenchStore, metrics: bool) -> anyhow::Result<A
         hpa_downscale_stabilization: std::time::Duration::from_secs(300),
         store: handle.args.clone(),
         leader_election: Default::default(),
+        flow_control: Default::default(),
     };
     let server_metrics = metrics.then(tandem_apiserver::metrics::ServerMetrics::standalone);
     let (server, _store) = crate::cluster::start_with_metrics(&args, server_metrics).await?;

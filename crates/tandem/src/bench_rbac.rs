@@ -69,6 +69,7 @@ async fn run(pods: usize, clients: usize, mode: AuthorizationMode) -> anyhow::Re
         hpa_downscale_stabilization: std::time::Duration::from_secs(300),
         store: Default::default(),
         leader_election: Default::default(),
+        flow_control: Default::default(),
     };
     let (server, _store) = crate::cluster::start(&args).await?;
     let admin = crate::cluster::client_from(&args.kubeconfig_path()).await?;

@@ -69,6 +69,7 @@ pub async fn start_with_metrics(
         authorization: args.authorization_mode,
         metric_resolution: Some(args.metric_resolution).filter(|d| !d.is_zero()),
         server_metrics,
+        flow_control: args.flow_control.config(),
     };
     let server = ApiServer::start_with_options(config, dyn_store, options)
         .await
@@ -313,7 +314,7 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
             .await?;
             let build = node
                 .windows_build
-                .map(|b| format!(" build {b}"))
+                .map(|v| format!(" build {}", v.build))
                 .unwrap_or_default();
             let mut runtime = None;
             let mut what = "emulated runtime (no processes run)".to_string();
@@ -452,6 +453,7 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
             eprintln!("tandem: containerd shutdown: {e}");
         }
     }
+    server.shutdown(std::time::Duration::from_secs(2)).await;
     drop(server);
     Ok(())
 }
@@ -892,7 +894,7 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         "linux" => NodeConfig::linux(&args.hostname_override),
         "windows" => {
             let build = args.windows_build.as_deref().unwrap_or("10.0.20348");
-            let build = tandem_agent::WindowsBuild::parse(build)
+            let build = tandem_agent::WindowsVersion::parse(build)
                 .with_context(|| format!("invalid --windows-build {build:?}"))?;
             NodeConfig::windows(&args.hostname_override, build)
         }

@@ -8,12 +8,21 @@
 //! builds that client. The API server allows 200 concurrent streams per connection (hyper's
 //! default); requests beyond that wait for a stream, which also bounds the load one client puts
 //! on the server.
+//!
+//! Like kube-rs' own clients (and client-go), these retry `429 TooManyRequests`,
+//! `503 ServiceUnavailable` and `504 GatewayTimeout` with backoff, waiting the server's
+//! `Retry-After`: the scheduler's bindings and the agents' heartbeats ride out API Priority and
+//! Fairness refusing them at a moment of overload instead of failing.
 
 use std::path::Path;
 
 use anyhow::Context;
 use hyper_util::rt::TokioExecutor;
 use kube::client::ConfigExt;
+use kube::client::retry::RetryPolicy;
+use tower::BoxError;
+use tower::retry::RetryLayer;
+use tower::util::MapErrLayer;
 
 /// A client for the kubeconfig at `path` that talks HTTP/2 (ALPN `h2`) over one TLS connection.
 /// Only client-certificate credentials are supported (the admin kubeconfig's).
@@ -64,6 +73,8 @@ pub fn client_with_tls(
         let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https);
         return kube::client::ClientBuilder::new(http, config.default_namespace.clone())
             .with_layer(&config.base_uri_layer())
+            .with_layer(&MapErrLayer::new(BoxError::from))
+            .with_layer(&RetryLayer::new(RetryPolicy::server_retry()))
             .build();
     }
     let https = builder.enable_http2().wrap_connector(tcp);
@@ -78,5 +89,7 @@ pub fn client_with_tls(
         .build(https);
     kube::client::ClientBuilder::new(http, config.default_namespace.clone())
         .with_layer(&config.base_uri_layer())
+        .with_layer(&MapErrLayer::new(BoxError::from))
+        .with_layer(&RetryLayer::new(RetryPolicy::server_retry()))
         .build()
 }

@@ -5,9 +5,11 @@ mod bench;
 mod bench_ingress;
 mod bench_netpol;
 mod bench_nodes_net;
+mod bench_overload;
 mod bench_rbac;
 mod bench_services;
 mod bench_startup;
+mod bench_watchers;
 mod bench_wire;
 mod check;
 mod cluster;
@@ -117,6 +119,53 @@ pub struct ServerArgs {
     pub store: store::StoreArgs,
     #[command(flatten)]
     pub leader_election: leader::LeaderElectionArgs,
+    #[command(flatten)]
+    pub flow_control: FlowControlArgs,
+}
+
+/// The bounds on requests in flight (kube-apiserver's flags and defaults; see
+/// `tandem_apiserver::flowcontrol`).
+#[derive(Args, Clone, Debug)]
+pub struct FlowControlArgs {
+    /// With priority and fairness, this and --max-mutating-requests-inflight are summed into
+    /// the server's concurrency limit, shared out among priority levels; without, the bound on
+    /// read-only requests in flight (0: none).
+    #[arg(long, default_value_t = tandem_apiserver::flowcontrol::DEFAULT_MAX_REQUESTS_INFLIGHT)]
+    pub max_requests_inflight: usize,
+    /// As --max-requests-inflight, for mutating requests.
+    #[arg(long, default_value_t = tandem_apiserver::flowcontrol::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT)]
+    pub max_mutating_requests_inflight: usize,
+    /// API Priority and Fairness: system traffic gets its own seats and each user a fair share.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub enable_priority_and_fairness: bool,
+    /// How long a request may wait for a seat before a 429 (tandem's stand-in for upstream's
+    /// per-level queue configuration; `0s` refuses at once instead of queuing).
+    #[arg(long, default_value = "15s", value_parser = leader::parse_go_duration)]
+    pub flow_control_queue_wait: std::time::Duration,
+}
+
+impl Default for FlowControlArgs {
+    fn default() -> Self {
+        let c = tandem_apiserver::flowcontrol::FlowControlConfig::default();
+        FlowControlArgs {
+            max_requests_inflight: c.max_requests_inflight,
+            max_mutating_requests_inflight: c.max_mutating_requests_inflight,
+            enable_priority_and_fairness: c.priority_and_fairness,
+            flow_control_queue_wait: c.queue_wait,
+        }
+    }
+}
+
+impl FlowControlArgs {
+    /// The API server's configuration of these flags.
+    pub fn config(&self) -> tandem_apiserver::flowcontrol::FlowControlConfig {
+        tandem_apiserver::flowcontrol::FlowControlConfig {
+            max_requests_inflight: self.max_requests_inflight,
+            max_mutating_requests_inflight: self.max_mutating_requests_inflight,
+            priority_and_fairness: self.enable_priority_and_fairness,
+            queue_wait: self.flow_control_queue_wait,
+        }
+    }
 }
 
 /// Flags of `tandem up`.

@@ -46,27 +46,36 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
     if schema.message_for(&api_version, &kind).is_none() {
         return Err(ApiError::unsupported_media_type(MEDIA_TYPE));
     }
-    decode_unknown(schema, unknown)
+    decode_unknown(schema, unknown, 0)
         .map_err(|e| ApiError::bad_request(format!("cannot decode the protobuf body: {kind}: {e}")))
 }
 
-/// Decodes magic + envelope (an object embedded in a RawExtension, or a body).
-pub(crate) fn decode_envelope(schema: &Schema, bytes: &[u8]) -> Result<Value, TranscodeError> {
+/// Decodes magic + envelope (an object embedded in a RawExtension, or a body) at nesting
+/// `depth` (0 for a body).
+pub(crate) fn decode_envelope(
+    schema: &Schema,
+    bytes: &[u8],
+    depth: usize,
+) -> Result<Value, TranscodeError> {
     let rest = bytes
         .strip_prefix(MAGIC)
         .ok_or_else(|| TranscodeError("missing the k8s protobuf magic number".into()))?;
     let unknown = Unknown::decode(rest).map_err(|e| TranscodeError(e.to_string()))?;
-    decode_unknown(schema, unknown)
+    decode_unknown(schema, unknown, depth)
 }
 
-fn decode_unknown(schema: &Schema, unknown: Unknown) -> Result<Value, TranscodeError> {
+fn decode_unknown(
+    schema: &Schema,
+    unknown: Unknown,
+    depth: usize,
+) -> Result<Value, TranscodeError> {
     let type_meta = unknown.type_meta.unwrap_or_default();
     let api_version = type_meta.api_version.unwrap_or_default();
     let kind = type_meta.kind.unwrap_or_default();
     let index = schema
         .message_for(&api_version, &kind)
         .ok_or_else(|| TranscodeError(format!("no protobuf message for {api_version} {kind}")))?;
-    let mut value = schema.decode(index, unknown.raw.as_deref().unwrap_or_default())?;
+    let mut value = schema.decode_at(index, unknown.raw.as_deref().unwrap_or_default(), depth)?;
     if let Value::Object(map) = &mut value {
         map.insert("apiVersion".into(), json!(api_version));
         map.insert("kind".into(), json!(kind));

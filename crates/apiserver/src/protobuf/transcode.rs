@@ -125,12 +125,14 @@ fn decode_packed(ty: Ty, bytes: &[u8], name: &str) -> Result<Vec<Value>, Transco
 }
 
 impl Schema {
-    /// Decodes one message into its JSON form.
-    pub fn decode(&self, index: usize, bytes: &[u8]) -> Result<Value, TranscodeError> {
-        self.decode_at(index, bytes, 0)
-    }
-
-    fn decode_at(&self, index: usize, bytes: &[u8], depth: usize) -> Result<Value, TranscodeError> {
+    /// Decodes one message into its JSON form, at nesting `depth` (0 for a request body);
+    /// objects embedded in a RawExtension continue the count of the object around them.
+    pub(super) fn decode_at(
+        &self,
+        index: usize,
+        bytes: &[u8],
+        depth: usize,
+    ) -> Result<Value, TranscodeError> {
         if depth > MAX_DEPTH {
             return err("the message nests too deeply");
         }
@@ -143,7 +145,7 @@ impl Schema {
                     raw = b;
                 }
             }
-            return raw_to_json(self, raw);
+            return raw_to_json(self, raw, depth);
         }
         let fields = self.decode_fields(message, bytes, depth)?;
         Ok(match message.special {
@@ -317,13 +319,15 @@ impl Schema {
 }
 
 /// The JSON of raw embedded bytes: JSON text as it is, or a protobuf object (magic and
-/// envelope) decoded.
-fn raw_to_json(schema: &Schema, bytes: &[u8]) -> Result<Value, TranscodeError> {
+/// envelope) decoded. `depth` is the nesting of the message holding the bytes: an embedded
+/// object counts on from it, so envelopes nested in envelopes cannot reset the limit and
+/// exhaust the stack.
+fn raw_to_json(schema: &Schema, bytes: &[u8], depth: usize) -> Result<Value, TranscodeError> {
     if bytes.is_empty() {
         return Ok(Value::Null);
     }
     if bytes.starts_with(super::MAGIC) {
-        return super::decode_envelope(schema, bytes);
+        return super::decode_envelope(schema, bytes, depth + 1);
     }
     serde_json::from_slice(bytes).map_err(|e| TranscodeError(format!("embedded JSON: {e}")))
 }

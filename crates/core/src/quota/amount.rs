@@ -85,7 +85,8 @@ impl Amount {
     pub fn millis(self) -> i128 {
         let per_milli = 1_000_000;
         if self.nanos >= 0 {
-            (self.nanos + per_milli - 1) / per_milli
+            // Rounded up without `nanos + per_milli - 1`, which overflows near the maximum.
+            self.nanos / per_milli + i128::from(self.nanos % per_milli != 0)
         } else {
             self.nanos / per_milli
         }
@@ -202,7 +203,8 @@ impl fmt::Display for Amount {
             return f.write_str("0");
         }
         let whole = self.nanos % NANOS_PER_UNIT == 0;
-        let small = self.nanos.abs() < 1024 * NANOS_PER_UNIT;
+        // `unsigned_abs`: a saturated difference can be `i128::MIN`, which `abs` cannot negate.
+        let small = self.nanos.unsigned_abs() < 1024 * NANOS_PER_UNIT.unsigned_abs();
         let format = match self.format {
             Format::BinarySI if small || !whole => Format::DecimalSI,
             other => other,
@@ -269,5 +271,15 @@ mod tests {
     fn milli_values_round_up() {
         assert_eq!(Amount::parse("1n").expect("q").millis(), 1);
         assert_eq!(Amount::parse("1").expect("q").millis(), 1000);
+    }
+
+    #[test]
+    fn saturated_amounts_print_and_round_without_overflow() {
+        // Found by the property tests: `abs` of i128::MIN and the rounding of `millis` overflowed.
+        let max = Amount::parse("1e40").expect("q");
+        let min = Amount::ZERO - max - max;
+        assert!(min.is_negative());
+        assert!(min.to_string().starts_with('-'));
+        assert!(max.millis() > 0);
     }
 }

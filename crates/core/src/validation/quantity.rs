@@ -64,11 +64,13 @@ impl Quantity {
                 if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
                     return None;
                 }
-                dec_exp += exp.parse::<i64>().ok()?;
+                // Saturating: an exponent past i64 (`1e9223372036854775807` with a fraction)
+                // only pins the value at the saturated bounds below.
+                dec_exp = dec_exp.saturating_add(exp.parse::<i64>().ok()?);
             }
         }
         let mut nanos = mantissa.saturating_mul(1i128 << bin_exp);
-        let scale = dec_exp + 9;
+        let scale = dec_exp.saturating_add(9);
         if scale >= 0 {
             for _ in 0..scale.min(60) {
                 nanos = nanos.saturating_mul(10);
@@ -79,11 +81,8 @@ impl Quantity {
                 div = div.saturating_mul(10);
             }
             // Upstream rounds sub-nano precision up.
-            nanos = if nanos == 0 {
-                0
-            } else {
-                (nanos + div - 1) / div
-            };
+            // (Not `(nanos + div - 1) / div`: a saturated mantissa would overflow.)
+            nanos = nanos / div + i128::from(nanos % div != 0);
         }
         Some(Quantity {
             nanos: if neg { -nanos } else { nanos },
@@ -145,5 +144,21 @@ mod tests {
         for bad in ["", "abc", "1.2.3", "1Qi", "1e", "--1", "."] {
             assert!(Quantity::parse(bad).is_none(), "{bad}");
         }
+    }
+
+    #[test]
+    fn huge_exponents_and_mantissas_saturate_instead_of_overflowing() {
+        // Found by the property tests (crates/core/tests/fuzz_parsers.rs): each overflowed.
+        let max = Quantity::parse("1e9223372036854775807").map(Quantity::nanos);
+        assert_eq!(max, Some(i128::MAX));
+        assert_eq!(
+            Quantity::parse("0.1e-9223372036854775808").map(Quantity::nanos),
+            Some(1)
+        );
+        assert_eq!(
+            Quantity::parse("99999999999999999999999999999999999999999999e-20")
+                .map(Quantity::nanos),
+            Some(i128::MAX / 100_000_000_000 + 1)
+        );
     }
 }

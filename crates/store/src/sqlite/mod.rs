@@ -8,6 +8,13 @@
 //! transaction holding it has committed and the write-ahead log has been flushed to disk
 //! (`fdatasync`, by the syncer thread of `durable`), so acknowledged writes survive `kill -9` and
 //! power loss (as far as the disk honours fsync).
+//!
+//! Disk faults: a batch whose pages cannot be written (the file system is full or has turned
+//! read-only) is rolled back and each of its writes fails with [`SqliteError::DiskFull`] or
+//! [`SqliteError::ReadOnly`]; nothing acknowledged is touched, reads go on, and the next batch
+//! tries again, so writes resume once space returns. A failed flush of the log is different:
+//! what the kernel could not write may be gone, so the store refuses every write until it is
+//! opened again ([`SqliteError::Sync`]); opening recovers the log from what reached the disk.
 
 mod durable;
 mod error;
@@ -140,6 +147,7 @@ impl SqliteStore {
         )?;
         let writer = Writer::new(
             conn,
+            path.to_owned(),
             requests,
             Arc::clone(&revisions),
             durable,

@@ -16,6 +16,7 @@
 //! each, with write batches served between chunks, so a large compaction never stalls writers for
 //! long. It never goes past the published revision: readers may still need anything above it.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -27,7 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::Revisions;
 use super::durable::{Committed, Durability};
-use super::error::SqliteError;
+use super::error::{BatchFailure, SqliteError};
 use crate::{Event, KeyValue, Result, Revision, StoreError};
 
 /// Revisions compacted per transaction.
@@ -80,6 +81,8 @@ type Pending = (WriteOp, oneshot::Sender<Result<KeyValue>>);
 
 pub(super) struct Writer {
     conn: Connection,
+    /// The database file, named in errors.
+    path: PathBuf,
     requests: mpsc::Receiver<Request>,
     revisions: Arc<Revisions>,
     durable: Durability,
@@ -101,6 +104,7 @@ struct Latest {
 impl Writer {
     pub(super) fn new(
         conn: Connection,
+        path: PathBuf,
         requests: mpsc::Receiver<Request>,
         revisions: Arc<Revisions>,
         durable: Durability,
@@ -109,6 +113,7 @@ impl Writer {
         let committed = revisions.current.load(Ordering::SeqCst);
         Writer {
             conn,
+            path,
             requests,
             revisions,
             durable,
@@ -191,10 +196,13 @@ impl Writer {
                 });
             }
             Err(e) => {
-                tracing::error!(error = %e, "store write batch failed");
-                let e = Arc::new(e);
+                // Nothing of the batch is stored (the transaction rolled back) and no revision
+                // was used; the next batch starts afresh, so writes resume once the disk allows.
+                let failure = BatchFailure::new(e, &self.path);
+                let e = failure.error();
+                tracing::error!(error = %e, source = %failure_source(&e), "store write batch failed");
                 for (_, reply) in writes {
-                    let _ = reply.send(Err(SqliteError::Batch(Arc::clone(&e)).into()));
+                    let _ = reply.send(Err(failure.error().into()));
                 }
             }
         }
@@ -244,6 +252,11 @@ impl Writer {
             }
         }
     }
+}
+
+/// The cause under a store error, for logs.
+fn failure_source(e: &SqliteError) -> String {
+    std::error::Error::source(e).map_or_else(String::new, ToString::to_string)
 }
 
 /// Applies `writes` in one transaction starting after revision `base`, then those `more` hands
