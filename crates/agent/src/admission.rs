@@ -3,10 +3,10 @@
 //! in allocatable minus the requests of the pods already admitted. A rejected pod is marked
 //! `Failed` with the reason and `Pod was rejected: <message>` (upstream `rejectPod`).
 
-use k8s_openapi::api::core::v1::{Container, Pod};
-use tandem_core::validation::quantity::Quantity;
+use k8s_openapi::api::core::v1::Pod;
+use tandem_core::resource::PodResourcesOptions;
 
-use crate::config::{NodeOs, Resources, milli, whole};
+use crate::config::{NodeOs, Resources};
 
 /// Why a pod was not admitted: `reason` is the status reason and event reason, `message`
 /// the upstream text (without the `Pod was rejected: ` prefix).
@@ -23,78 +23,16 @@ impl Rejection {
     }
 }
 
-fn container_requests(c: &Container) -> Resources {
-    let mut r = Resources::default();
-    let res = c.resources.as_ref();
-    // Requests default to limits when only limits are set (API defaulting does this too).
-    let get = |name: &str| {
-        res.and_then(|r| r.requests.as_ref())
-            .and_then(|m| m.get(name))
-            .or_else(|| {
-                res.and_then(|r| r.limits.as_ref())
-                    .and_then(|m| m.get(name))
-            })
-    };
-    if let Some(q) = get("cpu").and_then(|q| Quantity::parse(&q.0)) {
-        r.cpu_millis = milli(q);
-    }
-    if let Some(q) = get("memory").and_then(|q| Quantity::parse(&q.0)) {
-        r.memory = whole(q);
-    }
-    if let Some(q) = get("ephemeral-storage").and_then(|q| Quantity::parse(&q.0)) {
-        r.ephemeral_storage = whole(q);
-    }
-    r
-}
-
-fn max(a: Resources, b: Resources) -> Resources {
-    Resources {
-        cpu_millis: a.cpu_millis.max(b.cpu_millis),
-        memory: a.memory.max(b.memory),
-        ephemeral_storage: a.ephemeral_storage.max(b.ephemeral_storage),
-        pods: a.pods.max(b.pods),
-    }
-}
-
-/// A pod's effective requests (upstream `resourcehelper.PodRequests`): the larger of the sum of
-/// its containers (plus restartable init containers) and the largest regular init container,
-/// plus pod overhead; `pods` is 1.
+/// A pod's effective requests in the node's units: the shared upstream `resource.PodRequests`
+/// ([`tandem_core::resource::pod_requests`], as the scheduler counts them), with `pods` 1.
 pub fn pod_requests(pod: &Pod) -> Resources {
-    let Some(spec) = pod.spec.as_ref() else {
-        return Resources {
-            pods: 1,
-            ..Resources::default()
-        };
-    };
-    let mut sum = spec
-        .containers
-        .iter()
-        .map(container_requests)
-        .fold(Resources::default(), Resources::plus);
-    let mut init_max = Resources::default();
-    let mut sidecars = Resources::default();
-    for c in spec.init_containers.iter().flatten() {
-        let r = container_requests(c);
-        if c.restart_policy.as_deref() == Some("Always") {
-            sidecars = sidecars.plus(r);
-            sum = sum.plus(r);
-        } else {
-            init_max = max(init_max, sidecars.plus(r));
-        }
+    let r = tandem_core::resource::pod_requests(pod, &PodResourcesOptions::default());
+    Resources {
+        cpu_millis: r.milli_cpu,
+        memory: r.memory,
+        ephemeral_storage: r.ephemeral_storage,
+        pods: 1,
     }
-    let mut total = max(sum, init_max);
-    if let Some(overhead) = &spec.overhead {
-        let mut o = Resources::default();
-        if let Some(q) = overhead.get("cpu").and_then(|q| Quantity::parse(&q.0)) {
-            o.cpu_millis = milli(q);
-        }
-        if let Some(q) = overhead.get("memory").and_then(|q| Quantity::parse(&q.0)) {
-            o.memory = whole(q);
-        }
-        total = total.plus(o);
-    }
-    total.pods = 1;
-    total
 }
 
 /// The kubelet's OS checks: a `kubernetes.io/os` node selector naming another OS is
@@ -258,7 +196,9 @@ mod tests {
     fn requests_take_the_larger_of_containers_and_init_containers() {
         let p = pod(serde_json::json!({"metadata": {"name": "p"}, "spec": {
             "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2"}}}],
-            "containers": [{"name": "a", "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}}},
+            // Requests as API defaulting leaves them: copied from the limits.
+            "containers": [{"name": "a", "resources": {"limits": {"cpu": "500m", "memory": "1Gi"},
+                                                       "requests": {"cpu": "500m", "memory": "1Gi"}}},
                            {"name": "b", "resources": {"requests": {"cpu": "500m"}}}]}}));
         let r = pod_requests(&p);
         assert_eq!((r.cpu_millis, r.memory, r.pods), (2000, 1 << 30, 1));

@@ -18,7 +18,7 @@
 use std::convert::Infallible;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use base64::Engine;
@@ -31,9 +31,8 @@ use kube::ResourceExt;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair, PublicKeyData};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::{CertificateDer, ServerName};
+use tandem_netproxy::tls::AnyServerCert;
 
 /// The signer of kubelet client certificates.
 pub const SIGNER_NAME: &str = "kubernetes.io/kube-apiserver-client-kubelet";
@@ -294,73 +293,11 @@ fn pem_encode(label: &str, der: &[u8]) -> String {
     out
 }
 
-/// A verifier that accepts any chain and keeps what it was shown. The handshake's signatures
-/// are still checked, so the certificates come from a server that holds the leaf's key.
-#[derive(Debug)]
-struct RecordingVerifier {
-    provider: Arc<rustls::crypto::CryptoProvider>,
-    seen: Mutex<Vec<CertificateDer<'static>>>,
-}
-
-impl ServerCertVerifier for RecordingVerifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        seen.clear();
-        seen.push(end_entity.clone().into_owned());
-        seen.extend(intermediates.iter().map(|c| c.clone().into_owned()));
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
-}
-
 /// The certificates `server` presents in its TLS handshake, leaf first.
 async fn presented_certificates(server: &str) -> Result<Vec<CertificateDer<'static>>, JoinError> {
     let (host, port) = server_address(server)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = Arc::new(RecordingVerifier {
-        provider: provider.clone(),
-        seen: Mutex::default(),
-    });
+    let verifier = Arc::new(AnyServerCert::new(provider.clone()));
     let tls_error = |source| JoinError::Tls {
         server: server.to_string(),
         source,
@@ -393,7 +330,7 @@ async fn presented_certificates(server: &str) -> Result<Vec<CertificateDer<'stat
     )
     .await
     .map_err(|_| timed_out())?;
-    let seen = std::mem::take(&mut *verifier.seen.lock().unwrap_or_else(|p| p.into_inner()));
+    let seen = verifier.take_presented();
     match handshake {
         // The certificates are what was wanted; a handshake that failed after showing them
         // (a server that insists on a client certificate, say) still showed them.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tandem_core::validation::quantity::Quantity;
 
-use crate::windows::WindowsBuild;
+use crate::windows::{self, WindowsVersion};
 
 /// The operating system a node runs (`kubernetes.io/os`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -313,7 +313,7 @@ pub struct NodeConfig {
     pub name: String,
     pub os: NodeOs,
     /// The Windows build (`10.0.17763.5820`); required for Windows nodes, ignored for Linux.
-    pub windows_build: Option<WindowsBuild>,
+    pub windows_build: Option<WindowsVersion>,
     /// `amd64` or `arm64`.
     pub arch: String,
     /// `--node-labels`, applied over the well-known labels the agent sets.
@@ -409,7 +409,7 @@ impl NodeConfig {
 
     /// A Windows amd64 node of `build`, with the Windows eviction defaults and 2 GiB of
     /// system-reserved memory (the reference guide's good practice for Windows nodes).
-    pub fn windows(name: &str, build: WindowsBuild) -> NodeConfig {
+    pub fn windows(name: &str, build: WindowsVersion) -> NodeConfig {
         NodeConfig {
             os: NodeOs::Windows,
             windows_build: Some(build),
@@ -507,9 +507,9 @@ pub fn parse_nodes_spec(spec: &str) -> Result<Vec<NodeConfig>, ConfigError> {
         };
         let build = match kind {
             "linux" => None,
-            "windows" | "windows-2022" => Some(WindowsBuild::SERVER_2022),
-            "windows-2019" => Some(WindowsBuild::SERVER_2019),
-            "windows-2025" => Some(WindowsBuild::SERVER_2025),
+            "windows" | "windows-2022" => Some(windows::SERVER_2022),
+            "windows-2019" => Some(windows::SERVER_2019),
+            "windows-2025" => Some(windows::SERVER_2025),
             other => {
                 return Err(ConfigError::Invalid(format!(
                     "--nodes kind {other:?} is not one of linux, windows, windows-2019, windows-2022, windows-2025"
@@ -567,7 +567,7 @@ mod tests {
 
     #[test]
     fn windows_allocatable_subtracts_reservations_and_default_eviction() {
-        let mut c = NodeConfig::windows("w", WindowsBuild::SERVER_2019);
+        let mut c = NodeConfig::windows("w", windows::SERVER_2019);
         c.kube_reserved = Resources::parse_reservation("cpu=100m,memory=500Mi").expect("valid");
         let a = c.allocatable();
         assert_eq!(a.cpu_millis, 3900);
@@ -645,7 +645,7 @@ mod tests {
         ] {
             assert!(validate_windows_priority_class(bad).is_err(), "{bad:?}");
         }
-        let mut w = NodeConfig::windows("w", WindowsBuild::SERVER_2022);
+        let mut w = NodeConfig::windows("w", windows::SERVER_2022);
         w.windows_priorityclass = Some("ABOVE_NORMAL_PRIORITY_CLASS".into());
         assert!(w.validate().is_ok());
         w.windows_priorityclass = Some("TURBO".into());
@@ -668,8 +668,8 @@ mod tests {
             ["linux-1", "linux-2", "linux-3", "windows-2019-1"]
         );
         assert_eq!(names[8], "windows-2022-4");
-        assert_eq!(nodes[3].windows_build, Some(WindowsBuild::SERVER_2019));
-        assert_eq!(nodes[5].windows_build, Some(WindowsBuild::SERVER_2022));
+        assert_eq!(nodes[3].windows_build, Some(windows::SERVER_2019));
+        assert_eq!(nodes[5].windows_build, Some(windows::SERVER_2022));
         assert_eq!(nodes[0].os, NodeOs::Linux);
         let cidrs: std::collections::HashSet<_> =
             nodes.iter().filter_map(|n| n.pod_cidr.clone()).collect();
@@ -702,7 +702,7 @@ mod tests {
         let d = default_nodes();
         let kinds: Vec<_> = d
             .iter()
-            .map(|n| (n.os, n.windows_build.map(|b| b.build)))
+            .map(|n| (n.os, n.windows_build.map(|v| v.build.build)))
             .collect();
         assert_eq!(
             kinds,

@@ -32,4 +32,4 @@ pub use config::{
     ConfigError, NodeConfig, NodeOs, Resources, RuntimeKind, Timing, WINDOWS_PRIORITY_CLASSES,
     default_nodes, parse_nodes_spec, validate_windows_priority_class,
 };
-pub use windows::WindowsBuild;
+pub use windows::WindowsVersion;

@@ -35,7 +35,10 @@ pub fn node_labels(config: &NodeConfig) -> BTreeMap<String, String> {
     );
     l.insert("beta.kubernetes.io/arch".to_string(), config.arch.clone());
     if let (NodeOs::Windows, Some(b)) = (config.os, config.windows_build) {
-        l.insert("node.kubernetes.io/windows-build".to_string(), b.label());
+        l.insert(
+            "node.kubernetes.io/windows-build".to_string(),
+            b.build.to_string(),
+        );
     }
     l.extend(config.labels.clone());
     l
@@ -56,7 +59,7 @@ fn stable_hex(seed: &str, salt: &str) -> String {
 /// (`emulated://tandem-…` for emulated nodes), kubeletVersion [`KUBELET_VERSION`].
 pub fn node_info(config: &NodeConfig, runtime_version: &str) -> NodeSystemInfo {
     let (os_image, kernel) = match (config.os, config.windows_build) {
-        (NodeOs::Windows, Some(b)) => (b.os_image(), b.kernel_version()),
+        (NodeOs::Windows, Some(v)) => (crate::windows::os_image(v.build), v.to_string()),
         (NodeOs::Windows, None) => ("Windows Server Datacenter".to_string(), "10.0".to_string()),
         (NodeOs::Linux, _) if !runtime_version.starts_with("emulated://") => {
             host_linux_info().unwrap_or_else(|| ("Linux".to_string(), "unknown".to_string()))
@@ -286,11 +289,11 @@ pub fn node(
 mod tests {
     use super::*;
     use crate::config::parse_taints;
-    use crate::windows::WindowsBuild;
+    use crate::windows;
 
     #[test]
     fn windows_2019_labels_and_node_info() {
-        let mut c = NodeConfig::windows("win-1", WindowsBuild::SERVER_2019);
+        let mut c = NodeConfig::windows("win-1", windows::SERVER_2019);
         c.labels.insert("pool".into(), "iis".into());
         let l = node_labels(&c);
         assert_eq!(l["kubernetes.io/os"], "windows");
@@ -308,7 +311,7 @@ mod tests {
 
     #[test]
     fn windows_2022_and_linux_labels_and_node_info() {
-        let w = NodeConfig::windows("w", WindowsBuild::SERVER_2022);
+        let w = NodeConfig::windows("w", windows::SERVER_2022);
         assert_eq!(
             node_labels(&w)["node.kubernetes.io/windows-build"],
             "10.0.20348"
@@ -373,7 +376,7 @@ mod tests {
 
     #[test]
     fn node_has_taints_allocatable_and_formatted_quantities() {
-        let mut c = NodeConfig::windows("w", WindowsBuild::SERVER_2022);
+        let mut c = NodeConfig::windows("w", windows::SERVER_2022);
         c.taints = parse_taints("os=windows:NoSchedule").expect("valid");
         c.kube_reserved.cpu_millis = 500;
         let n = node(&c, "emulated://tandem-0.1.0", &[], SystemTime::now());

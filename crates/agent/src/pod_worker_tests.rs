@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use super::*;
 use crate::runtime::behaviour::StageFile;
 use crate::runtime::emulated::{EmulatedConfig, EmulatedRuntime, PAUSE_IMAGE};
-use crate::windows::{OS_MISMATCH_MESSAGE, WindowsBuild};
+use crate::windows::{self, OS_MISMATCH_MESSAGE, WindowsVersion};
 
 #[derive(Default)]
 struct Recorder {
@@ -59,7 +59,7 @@ impl Recorder {
     }
 }
 
-fn context(os: NodeOs, build: Option<WindowsBuild>, rec: Arc<Recorder>) -> Arc<WorkerContext> {
+fn context(os: NodeOs, build: Option<WindowsVersion>, rec: Arc<Recorder>) -> Arc<WorkerContext> {
     let clock = Clock::new();
     let runtime = EmulatedRuntime::new(
         EmulatedConfig {
@@ -124,7 +124,7 @@ fn state_of(s: &PodStatus) -> (String, bool, i32) {
 async fn run_case(
     name: &str,
     os: NodeOs,
-    build: Option<WindowsBuild>,
+    build: Option<WindowsVersion>,
     p: Pod,
     expects: &[Expect],
 ) -> Arc<Recorder> {
@@ -188,7 +188,13 @@ const fn ex(
 
 #[tokio::test(start_paused = true)]
 async fn pod_state_machine_transitions() {
-    type Case = (&'static str, NodeOs, Option<WindowsBuild>, Pod, Vec<Expect>);
+    type Case = (
+        &'static str,
+        NodeOs,
+        Option<WindowsVersion>,
+        Pod,
+        Vec<Expect>,
+    );
     let cases: Vec<Case> = vec![
         (
             "default: starts and keeps running, ready",
@@ -322,7 +328,7 @@ async fn pod_state_machine_transitions() {
         (
             "image pull follows size and bandwidth (Server Core ≈ 30 s at 100 MB/s)",
             NodeOs::Windows,
-            Some(WindowsBuild::SERVER_2019),
+            Some(windows::SERVER_2019),
             pod(
                 serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "mcr.microsoft.com/windows/servercore:ltsc2019"}]}}),
             ),
@@ -334,7 +340,7 @@ async fn pod_state_machine_transitions() {
         (
             "Windows 2022 host: ltsc2019 image waits with the OS mismatch",
             NodeOs::Windows,
-            Some(WindowsBuild::SERVER_2022),
+            Some(windows::SERVER_2022),
             pod(
                 serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "mcr.microsoft.com/windows/nanoserver:ltsc2019", "imagePullPolicy": "IfNotPresent"}]}}),
             ),
@@ -346,7 +352,7 @@ async fn pod_state_machine_transitions() {
         (
             "Windows never OOM-kills",
             NodeOs::Windows,
-            Some(WindowsBuild::SERVER_2022),
+            Some(windows::SERVER_2022),
             simple(
                 serde_json::json!({"emulated.tandem.dev/oom-after": "5s"}),
                 serde_json::json!({}),
@@ -366,7 +372,7 @@ async fn pod_state_machine_transitions() {
         (
             "Windows memory-backed emptyDir never mounts",
             NodeOs::Windows,
-            Some(WindowsBuild::SERVER_2019),
+            Some(windows::SERVER_2019),
             simple(
                 serde_json::json!({}),
                 serde_json::json!({"volumes": [{"name": "cache", "emptyDir": {"medium": "Memory"}}]}),
@@ -387,7 +393,7 @@ async fn os_mismatch_message_and_events_are_the_windows_ones() {
     let rec = run_case(
         "mismatch",
         NodeOs::Windows,
-        Some(WindowsBuild::SERVER_2022),
+        Some(windows::SERVER_2022),
         p,
         &[ex(40, "Pending", "waiting:CreateContainerError", false, 0)],
     )
@@ -423,7 +429,7 @@ async fn memory_empty_dir_on_windows_reports_failed_mount() {
     let rec = run_case(
         "mount",
         NodeOs::Windows,
-        Some(WindowsBuild::SERVER_2019),
+        Some(windows::SERVER_2019),
         p,
         &[ex(5, "Pending", "waiting:ContainerCreating", false, 0)],
     )

@@ -5,9 +5,8 @@ use std::net::Ipv4Addr;
 
 use http_body_util::Empty;
 use rcgen::{BasicConstraints, IsCa, Issuer};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{PrivateKeyDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::{PrivateKeyDer, ServerName};
+use tandem_netproxy::tls::AnyServerCert;
 use tokio::net::TcpStream;
 use x509_parser::extensions::GeneralName;
 
@@ -109,56 +108,6 @@ async fn start_serving(ca_pem: &str, with_stats: bool) -> SocketAddr {
     addr
 }
 
-/// Accepts any serving certificate, as the API server does without
-/// `--kubelet-certificate-authority`; handshake signatures are still checked.
-#[derive(Debug)]
-struct AnyServerCert(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for AnyServerCert {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 /// Sends `method path` to the server over TLS, presenting `cert` if any, and returns the status
 /// and the body as JSON; `Err` when the connection fails before an answer.
 async fn request(
@@ -183,7 +132,7 @@ async fn request_raw(
         .with_safe_default_protocol_versions()
         .expect("versions")
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyServerCert(provider)));
+        .with_custom_certificate_verifier(Arc::new(AnyServerCert::new(provider)));
     let config = match cert {
         Some((cert, key)) => builder
             .with_client_auth_cert(vec![cert], key)

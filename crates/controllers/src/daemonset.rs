@@ -15,11 +15,15 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
-    PodSpec, Toleration,
+    PodSpec, Taint, Toleration,
 };
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use tandem_core::scheduling::node_affinity::{NodeView, RequiredNodeAffinity};
+use tandem_core::scheduling::taints::{
+    NO_EXECUTE, does_not_schedule, find_matching_untolerated_taint,
+};
 
 use crate::controller_utils::{
     self as cu, Error, Expectations, SyncResult, controller_of, controller_ref, pod_availability,
@@ -129,62 +133,36 @@ pub fn add_daemon_tolerations(spec: &mut PodSpec) {
     }
 }
 
-/// Whether a node selector term selects `node` (the shared check in `tandem_core`).
-fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    tandem_core::node_selector::term_matches(term, &labels, &node.name_any())
-}
-
-/// Upstream's `NodeShouldRunDaemonPod`: (should run, should continue running).
+/// Upstream's `NodeShouldRunDaemonPod`: (should run, should continue running). The pod must fit
+/// the node's name, its node selector and required node affinity
+/// ([`RequiredNodeAffinity`]) and tolerate the node's NoSchedule and NoExecute taints; a pod
+/// already there keeps running while it tolerates the NoExecute ones.
 pub fn node_should_run(spec: &PodSpec, node: &Node) -> (bool, bool) {
+    let view = NodeView::of(node);
     if spec
         .node_name
         .as_deref()
-        .is_some_and(|n| !n.is_empty() && n != node.name_any())
+        .is_some_and(|n| !n.is_empty() && n != view.name)
     {
         return (false, false);
     }
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    if let Some(sel) = &spec.node_selector
-        && sel.iter().any(|(k, v)| labels.get(k) != Some(v))
-    {
-        return (false, false);
-    }
-    if let Some(required) = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| {
-            na.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        && !required
-            .node_selector_terms
-            .iter()
-            .any(|t| term_matches(t, node))
-    {
+    if !RequiredNodeAffinity::of(Some(spec)).matches(view) {
         return (false, false);
     }
     let mut spec = spec.clone();
     add_daemon_tolerations(&mut spec);
     let tolerations = spec.tolerations.unwrap_or_default();
-    let mut should_run = true;
-    for taint in node
+    let taints = node
         .spec
         .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default()
-    {
-        if tandem_core::taints::any_tolerates(&tolerations, &taint) {
-            continue;
-        }
-        match taint.effect.as_str() {
-            "NoExecute" => return (false, false),
-            "NoSchedule" => should_run = false,
-            _ => {}
-        }
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or_default();
+    if find_matching_untolerated_taint(taints, &tolerations, does_not_schedule).is_none() {
+        return (true, true);
     }
-    (should_run, true)
+    let no_execute = |t: &Taint| t.effect == NO_EXECUTE;
+    let keeps_running = find_matching_untolerated_taint(taints, &tolerations, no_execute).is_none();
+    (false, keeps_running)
 }
 
 /// The node a daemon pod is for: its `nodeName`, or the name its node affinity pins.
@@ -467,7 +445,6 @@ async fn manage(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::Taint;
 
     fn node(labels: &[(&str, &str)], taints: Vec<Taint>) -> Node {
         let mut n = Node::default();

@@ -31,6 +31,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use tandem_core::scheduling::taints::tolerates;
 
 use crate::clock::{self, SharedClock};
 use crate::controller_utils::{self as cu};
@@ -291,10 +292,8 @@ pub fn eviction_time(
 ) -> Option<Timestamp> {
     let mut at: Option<Timestamp> = None;
     for taint in taints.iter().filter(|t| t.effect == "NoExecute") {
-        let matching: Vec<&Toleration> = tolerations
-            .iter()
-            .filter(|t| tandem_core::taints::tolerates(t, taint))
-            .collect();
+        let matching: Vec<&Toleration> =
+            tolerations.iter().filter(|t| tolerates(t, taint)).collect();
         if matching.is_empty() {
             return Some(now);
         }

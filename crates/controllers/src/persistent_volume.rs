@@ -44,6 +44,7 @@ use serde_json::json;
 use tandem_core::local_path::{
     BETA_STORAGE_PROVISIONER, HOSTNAME_LABEL, PROVISIONED_BY, SELECTED_NODE, STORAGE_PROVISIONER,
 };
+use tandem_core::scheduling::node_affinity::{NodeView, match_node_selector_terms};
 use tandem_core::validation::quantity::Quantity;
 
 use crate::controller_utils::{self as cu, SyncResult};
@@ -414,10 +415,11 @@ fn admits_node(pv: &PersistentVolume, node: &str) -> bool {
         return true;
     };
     let labels = BTreeMap::from([(HOSTNAME_LABEL.to_string(), node.to_string())]);
-    required
-        .node_selector_terms
-        .iter()
-        .any(|t| tandem_core::node_selector::term_matches(t, &labels, node))
+    let node = NodeView {
+        name: node,
+        labels: &labels,
+    };
+    match_node_selector_terms(&required.node_selector_terms, node)
 }
 
 /// Forgets the events recorded about a deleted claim.

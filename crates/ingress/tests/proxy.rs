@@ -20,6 +20,7 @@ use tandem_ingress::routing::RoutingTable;
 use tandem_ingress::server::{self, Routes};
 use tandem_ingress::tls::{self, SniResolver, TlsTable};
 use tandem_netproxy::Forwarder;
+use tandem_netproxy::tls::AnyServerCert;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -170,55 +171,6 @@ async fn unknown_host_is_404_no_endpoints_503_refused_endpoint_502() {
     assert_eq!(get(addr, "refused.example.com", "").await.0, 502);
 }
 
-/// Accepts any certificate; the test looks at which one it got.
-#[derive(Debug)]
-struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &[rustls::pki_types::CertificateDer<'_>],
-        _: &rustls::pki_types::ServerName<'_>,
-        _: &[u8],
-        _: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 #[tokio::test]
 async fn https_presents_the_certificate_of_the_sni_name_and_routes_the_request() {
     let a = backend([127, 0, 0, 1], 0, "a").await;
@@ -280,7 +232,7 @@ async fn https_presents_the_certificate_of_the_sni_name_and_routes_the_request()
             .with_safe_default_protocol_versions()
             .unwrap()
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_custom_certificate_verifier(Arc::new(AnyServerCert::new(provider)))
             .with_no_client_auth(),
     );
     let connector = tokio_rustls::TlsConnector::from(config);

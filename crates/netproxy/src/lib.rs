@@ -22,6 +22,8 @@
 //! upgraded stream is then spliced inside the TLS session, as upstream's upgrade-aware proxy
 //! dials the kubelet with the kubelet client's TLS configuration.
 
+pub mod tls;
+
 use std::error::Error as StdError;
 use std::sync::Arc;
 use std::time::Duration;

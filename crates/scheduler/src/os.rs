@@ -2,9 +2,9 @@
 //! which Windows build an image was made for, and which host builds run it with process isolation.
 //!
 //! These are tandem's rules beyond upstream kube-scheduler (which only honours what a pod
-//! selects). The knowledge itself is shared with admission, the agent and `tandem check` in
-//! [`tandem_core::windows`]; every scheduler caller goes through this small adapter, so the
-//! scheduler's decision can be switched in one place.
+//! selects). The knowledge itself (builds, image tags, `HostBuild::runs`) is shared with
+//! admission, the agent and `tandem check` in [`tandem_core::windows`], and tested there; this
+//! module only reads a pod and a node's labels into it.
 
 use std::fmt;
 
@@ -48,17 +48,6 @@ impl fmt::Display for Os {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// The Windows build an image reference names in its tag (`…:ltsc2019`, `…:1809`,
-/// `…:10.0.20348.2582`, `…:8.0-nanoserver-ltsc2022`), if any.
-pub fn image_windows_build(image: &str) -> Option<WindowsBuild> {
-    core_windows::image_windows_build(image)
-}
-
-/// Whether an image reference is recognisably a Windows image.
-pub fn is_windows_image(image: &str) -> bool {
-    core_windows::is_known_windows_image(image)
 }
 
 /// The OS a node runs, from its `kubernetes.io/os` label (or the deprecated beta label); a node
@@ -131,7 +120,7 @@ pub fn pod_image_builds(pod: &Pod) -> Vec<(String, WindowsBuild)> {
         .chain(&spec.containers)
         .filter_map(|c| {
             let image = c.image.as_deref()?;
-            Some((image.to_string(), image_windows_build(image)?))
+            Some((image.to_string(), core_windows::image_windows_build(image)?))
         })
         .collect()
 }
@@ -139,59 +128,6 @@ pub fn pod_image_builds(pod: &Pod) -> Vec<(String, WindowsBuild)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const B2019: WindowsBuild = WindowsBuild::SERVER_2019;
-    const B2022: WindowsBuild = WindowsBuild::SERVER_2022;
-    const B2025: WindowsBuild = WindowsBuild::SERVER_2025;
-
-    #[test]
-    fn image_tags_name_windows_builds() {
-        let cases = [
-            ("mcr.microsoft.com/windows/servercore:ltsc2019", Some(B2019)),
-            ("mcr.microsoft.com/windows/nanoserver:1809", Some(B2019)),
-            ("mcr.microsoft.com/windows/servercore:ltsc2022", Some(B2022)),
-            ("mcr.microsoft.com/windows/server:ltsc2025", Some(B2025)),
-            (
-                "mcr.microsoft.com/dotnet/aspnet:8.0-nanoserver-ltsc2022",
-                Some(B2022),
-            ),
-            (
-                "mcr.microsoft.com/windows/servercore:10.0.17763.6054",
-                Some(B2019),
-            ),
-            ("nginx", None),
-            ("nginx:1.25", None),
-            ("localhost:5000/nginx", None),
-        ];
-        for (image, build) in cases {
-            assert_eq!(image_windows_build(image), build, "{image}");
-        }
-    }
-
-    #[test]
-    fn process_isolation_compatibility_matrix() {
-        // (host, image, runs)
-        let cases = [
-            (B2019, B2019, true),
-            (B2022, B2019, false),
-            (B2025, B2019, false),
-            (B2019, B2022, false),
-            (B2022, B2022, true),
-            (B2025, B2022, true),
-            (B2022, B2025, false),
-            (B2025, B2025, true),
-        ];
-        for (host, image, runs) in cases {
-            assert_eq!(
-                core_windows::process_isolation_compatible(
-                    core_windows::ImageBuild(image),
-                    core_windows::HostBuild(host)
-                ),
-                runs,
-                "host {host} image {image}"
-            );
-        }
-    }
 
     fn pod(json: serde_json::Value) -> Pod {
         serde_json::from_value(json).expect("fixture pod")

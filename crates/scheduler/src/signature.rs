@@ -106,8 +106,8 @@ fn signature(cs: &CycleState<'_>) -> Option<String> {
         builds,
         cs.node_name,
         cs.tolerations,
-        cs.node_affinity.node_selector,
-        cs.node_affinity.required,
+        cs.node_affinity.required.node_selector(),
+        cs.node_affinity.required.terms(),
     );
     serde_json::to_string(&constraints).ok()
 }

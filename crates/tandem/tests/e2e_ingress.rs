@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use common::Server;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, ServerName};
+use tandem_netproxy::tls::AnyServerCert;
 
 const LONG: Duration = Duration::from_secs(120);
 const HTTP: &str = "127.0.0.1:18080";
@@ -212,56 +213,6 @@ fn get_at(ingress: &str, host: &str, path: &str, extra: &str) -> Option<Reply> {
     parse(&read_all(&mut s))
 }
 
-/// Accepts any server certificate: the test compares the certificate it got with the one it
-/// expects instead.
-#[derive(Debug)]
-struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 /// One HTTPS request with SNI `sni`: the certificate the ingress presented, and the reply.
 fn get_tls(sni: &str, path: &str, extra: &str) -> Option<(Vec<u8>, Reply)> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -269,7 +220,7 @@ fn get_tls(sni: &str, path: &str, extra: &str) -> Option<(Vec<u8>, Reply)> {
         .with_safe_default_protocol_versions()
         .ok()?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+        .with_custom_certificate_verifier(Arc::new(AnyServerCert::new(provider)))
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let name = ServerName::try_from(sni.to_string()).ok()?;

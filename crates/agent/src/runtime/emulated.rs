@@ -24,6 +24,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Container, Pod};
+use tandem_core::windows::ImageBuild;
 
 use super::behaviour::{Behaviour, HookBehaviour, StageFile};
 use super::{
@@ -34,7 +35,7 @@ use super::{
 use crate::clock::Clock;
 use crate::config::NodeOs;
 use crate::podnet::EmulatedNetwork;
-use crate::windows::{self, OS_MISMATCH_MESSAGE, WindowsBuild};
+use crate::windows::{OS_MISMATCH_MESSAGE, WindowsVersion};
 
 mod exec;
 mod network;
@@ -46,7 +47,7 @@ pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
 #[derive(Clone, Debug)]
 pub struct EmulatedConfig {
     pub os: NodeOs,
-    pub windows_build: Option<WindowsBuild>,
+    pub windows_build: Option<WindowsVersion>,
     /// Pull bandwidth in bytes per second.
     pub bandwidth: u64,
     pub pause_image: String,
@@ -182,11 +183,11 @@ impl EmulatedRuntime {
     fn check_image_build(&self, image: &str) -> Result<(), RuntimeError> {
         let (Some(host), Some(image_build)) = (
             self.config.windows_build,
-            windows::image_windows_build(image),
+            tandem_core::windows::image_windows_build(image),
         ) else {
             return Ok(());
         };
-        if self.windows() && !windows::runs_image_build(&host, image_build) {
+        if self.windows() && !host.host().runs(ImageBuild(image_build)) {
             return Err(RuntimeError::Refused {
                 message: OS_MISMATCH_MESSAGE.to_string(),
             });
@@ -417,7 +418,7 @@ impl Runtime for EmulatedRuntime {
 
     async fn pull_image(&self, image: &str) -> Result<PullOutcome, RuntimeError> {
         let asked = tokio::time::Instant::now();
-        if !self.windows() && windows::is_windows_image(image) {
+        if !self.windows() && tandem_core::windows::is_known_windows_image(image) {
             return Err(RuntimeError::Refused {
                 message: format!(
                     "failed to pull and unpack image \"{image}\": no match for platform in manifest: not found (a Windows image on a Linux node)"
@@ -869,8 +870,9 @@ impl Runtime for EmulatedRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::windows;
 
-    fn runtime(os: NodeOs, build: Option<WindowsBuild>) -> EmulatedRuntime {
+    fn runtime(os: NodeOs, build: Option<WindowsVersion>) -> EmulatedRuntime {
         EmulatedRuntime::new(
             EmulatedConfig {
                 os,
@@ -914,7 +916,7 @@ mod tests {
 
     #[tokio::test]
     async fn windows_2022_host_refuses_ltsc2019_image_with_the_hcs_message() {
-        let rt = runtime(NodeOs::Windows, Some(WindowsBuild::SERVER_2022));
+        let rt = runtime(NodeOs::Windows, Some(windows::SERVER_2022));
         let p = pod(
             serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}]}}),
         );
@@ -943,7 +945,7 @@ mod tests {
 
     #[tokio::test]
     async fn windows_2025_host_runs_2022_images_but_2019_host_refuses_2022() {
-        let rt = runtime(NodeOs::Windows, Some(WindowsBuild::SERVER_2025));
+        let rt = runtime(NodeOs::Windows, Some(windows::SERVER_2025));
         let p = pod(
             serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}]}}),
         );
@@ -953,7 +955,7 @@ mod tests {
                 .await
                 .is_ok()
         );
-        let rt = runtime(NodeOs::Windows, Some(WindowsBuild::SERVER_2019));
+        let rt = runtime(NodeOs::Windows, Some(windows::SERVER_2019));
         let sb = sandbox(&rt, &p).await.expect("sandbox");
         assert!(
             rt.create_container(&sb.id, &p, &container("x/app:ltsc2022"), 0)
@@ -964,7 +966,7 @@ mod tests {
 
     #[tokio::test]
     async fn windows_refuses_host_network_without_host_process_and_memory_empty_dir() {
-        let rt = runtime(NodeOs::Windows, Some(WindowsBuild::SERVER_2019));
+        let rt = runtime(NodeOs::Windows, Some(windows::SERVER_2019));
         let hn = pod(
             serde_json::json!({"metadata": {"name": "p"}, "spec": {"hostNetwork": true, "containers": [{"name": "app"}]}}),
         );
@@ -998,7 +1000,7 @@ mod tests {
 
     #[tokio::test]
     async fn windows_pause_image_of_another_build_fails_the_sandbox() {
-        let mut rt = runtime(NodeOs::Windows, Some(WindowsBuild::SERVER_2022));
+        let mut rt = runtime(NodeOs::Windows, Some(windows::SERVER_2022));
         rt.config.pause_image =
             "mcr.microsoft.com/oss/kubernetes/pause:3.9-windows-ltsc2019".into();
         let p = pod(
@@ -1016,7 +1018,7 @@ mod tests {
         );
         for (os, build, expect_oom) in [
             (NodeOs::Linux, None, true),
-            (NodeOs::Windows, Some(WindowsBuild::SERVER_2019), false),
+            (NodeOs::Windows, Some(windows::SERVER_2019), false),
         ] {
             let rt = runtime(os, build);
             let sb = sandbox(&rt, &p).await.expect("sandbox");
@@ -1034,7 +1036,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn pull_time_follows_image_size_and_bandwidth_and_present_images_are_instant() {
-        let rt = runtime(NodeOs::Windows, Some(WindowsBuild::SERVER_2019));
+        let rt = runtime(NodeOs::Windows, Some(windows::SERVER_2019));
         let out = rt
             .pull_image("mcr.microsoft.com/windows/servercore:ltsc2019")
             .await

@@ -16,12 +16,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tandem_netproxy::Forwarder;
+use tandem_netproxy::tls::AnyServerCert;
 
 use crate::pki::Pki;
 use crate::server::StartError;
@@ -49,58 +47,8 @@ pub fn kubelet_client(pki: &Pki) -> Result<Forwarder, StartError> {
     let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(UnverifiedServer(provider)))
+        .with_custom_certificate_verifier(Arc::new(AnyServerCert::new(provider)))
         .with_client_auth_cert(chain, key)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Forwarder::new().with_tls(Arc::new(config)))
-}
-
-/// Accepts any server certificate (Go's `InsecureSkipVerify`), while still checking that the
-/// server signed the handshake with the key of the certificate it sent.
-#[derive(Debug)]
-struct UnverifiedServer(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for UnverifiedServer {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }

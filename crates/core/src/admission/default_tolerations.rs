@@ -15,6 +15,9 @@ pub const TAINT_NODE_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 /// Upstream's `--default-not-ready-toleration-seconds` / `--default-unreachable-toleration-seconds`.
 pub const DEFAULT_TOLERATION_SECONDS: i64 = 300;
 
+/// Upstream's own check in this plugin, deliberately looser than
+/// `scheduling::taints::tolerates` (which needs a taint's value): a toleration with the taint's
+/// key or an empty key, and the `NoExecute` effect or an empty one, counts whatever its operator.
 fn tolerates(tolerations: &[Value], taint: &str) -> bool {
     tolerations.iter().any(|t| {
         let key = t.get("key").and_then(Value::as_str).unwrap_or_default();

@@ -152,10 +152,57 @@ pub struct ImageBuild(pub WindowsBuild);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct HostBuild(pub WindowsBuild);
 
+impl HostBuild {
+    /// Whether this host runs a container image made for `image` with process isolation: the
+    /// one check the scheduler, admission and the node agent all use. See
+    /// [`process_isolation_compatible`].
+    pub fn runs(self, image: ImageBuild) -> bool {
+        process_isolation_compatible(image, self)
+    }
+}
+
+/// A full Windows version, `major.minor.build.revision` (`10.0.17763.5820`): the build that
+/// decides compatibility and the update revision (UBR) a node reports in its `kernelVersion`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WindowsVersion {
+    pub build: WindowsBuild,
+    /// The update build revision; never affects compatibility.
+    pub revision: u32,
+}
+
+impl WindowsVersion {
+    pub const fn new(build: WindowsBuild, revision: u32) -> Self {
+        WindowsVersion { build, revision }
+    }
+
+    /// Parses `10.0.17763.5820`, or `10.0.17763` with revision 0. `None` for anything else.
+    pub fn parse(s: &str) -> Option<WindowsVersion> {
+        let build = WindowsBuild::parse(s)?;
+        let revision = match s.trim().splitn(4, '.').nth(3) {
+            Some(rev) => rev.parse().ok()?,
+            None => 0,
+        };
+        Some(WindowsVersion { build, revision })
+    }
+
+    /// This version as a host that runs images.
+    pub fn host(self) -> HostBuild {
+        HostBuild(self.build)
+    }
+}
+
+impl fmt::Display for WindowsVersion {
+    /// `10.0.17763.5820`: a Windows node's `kernelVersion`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.build, self.revision)
+    }
+}
+
 /// Whether a container image built on `image` can run with process isolation on a host of build
 /// `host`, following Microsoft's published compatibility rules (see the module documentation).
-/// The two builds have types of their own so that a caller cannot swap them: this is the one
-/// check the scheduler, admission and the node agent all use.
+/// The two builds have types of their own so that a caller cannot swap them; `host.runs(image)`
+/// ([`HostBuild::runs`]) reads the same. Hyper-V isolation, which would run older images on newer
+/// hosts, is not supported by Kubernetes on Windows and is not modelled.
 pub fn process_isolation_compatible(image: ImageBuild, host: HostBuild) -> bool {
     let (ImageBuild(image), HostBuild(host)) = (image, host);
     if image == host {
@@ -386,6 +433,27 @@ mod tests {
     }
 
     #[test]
+    fn windows_versions_parse_with_or_without_a_revision() {
+        let cases = [
+            ("10.0.17763.5820", Some((WindowsBuild::SERVER_2019, 5820))),
+            ("10.0.20348", Some((WindowsBuild::SERVER_2022, 0))),
+            (" 10.0.26100.2033 ", Some((WindowsBuild::SERVER_2025, 2033))),
+            ("10.0", None),
+            ("10.x.1", None),
+            ("10.0.17763.", None),
+            ("10.0.17763.x", None),
+            ("10.0.17763.1.2", None),
+        ];
+        for (s, want) in cases {
+            let got = WindowsVersion::parse(s).map(|v| (v.build, v.revision));
+            assert_eq!(got, want, "{s:?}");
+        }
+        let v = WindowsVersion::new(WindowsBuild::SERVER_2019, 5820);
+        assert_eq!(v.to_string(), "10.0.17763.5820");
+        assert!(v.host().runs(ImageBuild(WindowsBuild::SERVER_2019)));
+    }
+
+    #[test]
     fn process_isolation_compatibility_matrix_follows_microsoft_rules() {
         let (s2016, s2019, s2022, s2025) = (
             WindowsBuild::new(10, 0, 14393),
@@ -418,6 +486,7 @@ mod tests {
                 want,
                 "image {image} on host {host}"
             );
+            assert_eq!(HostBuild(host).runs(ImageBuild(image)), want);
         }
     }
 }

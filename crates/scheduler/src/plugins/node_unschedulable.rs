@@ -5,8 +5,8 @@
 use k8s_openapi::api::core::v1::Taint;
 
 use crate::framework::{Code, CycleState, Rejection};
-use crate::plugins::taint_toleration::tolerates;
 use crate::snapshot::NodeInfo;
+use tandem_core::scheduling::taints::tolerations_tolerate_taint;
 
 /// Upstream `nodeunschedulable.ErrReasonUnschedulable`.
 pub const ERR_REASON: &str = "node(s) were unschedulable";
@@ -23,7 +23,7 @@ pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
         effect: "NoSchedule".into(),
         ..Taint::default()
     };
-    if cs.tolerations.iter().any(|t| tolerates(t, &taint)) {
+    if tolerations_tolerate_taint(cs.tolerations, &taint) {
         return Ok(());
     }
     Err(Rejection::Reason(

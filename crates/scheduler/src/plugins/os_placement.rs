@@ -5,7 +5,7 @@
 
 use crate::framework::{CycleState, Rejection};
 use crate::snapshot::NodeInfo;
-use tandem_core::windows::{HostBuild, ImageBuild, process_isolation_compatible};
+use tandem_core::windows::{HostBuild, ImageBuild};
 
 /// Filter: the node's OS must be the pod's.
 pub fn filter_os(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
@@ -33,7 +33,7 @@ pub fn filter_build(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejectio
     match cs
         .image_builds
         .iter()
-        .position(|(_, b)| !process_isolation_compatible(ImageBuild(*b), HostBuild(host)))
+        .position(|(_, b)| !HostBuild(host).runs(ImageBuild(*b)))
     {
         Some(i) => Err(Rejection::WrongBuild(i)),
         None => Ok(()),

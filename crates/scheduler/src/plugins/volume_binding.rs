@@ -40,10 +40,11 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
+use tandem_core::scheduling::node_affinity::match_node_selector_terms;
 use tokio::sync::mpsc;
 
 use crate::framework::{Code, CycleState, Rejection};
-use crate::plugins::node_affinity::term_matches;
+use crate::plugins::node_affinity::view;
 use crate::snapshot::NodeInfo;
 
 /// Upstream `ErrReasonNodeConflict`.
@@ -276,7 +277,7 @@ pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
         return Err(Rejection::VolumePreFilter);
     }
     for terms in &state.bound {
-        if !terms.iter().any(|t| term_matches(t, node)) {
+        if !match_node_selector_terms(terms, view(node)) {
             return Err(Rejection::Reason(
                 ERR_REASON_NODE_CONFLICT,
                 Code::UnschedulableAndUnresolvable,

@@ -14,7 +14,7 @@
 //!
 //! Container ids are `containerd://<id>`, as `containerID` shows them.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io::Read;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -473,7 +473,7 @@ impl CriRuntime {
                 })
             })
             .collect();
-        let labels = BTreeMap::from([
+        let labels = HashMap::from([
             (POD_UID_LABEL.to_string(), uid.clone()),
             ("io.kubernetes.pod.name".to_string(), name.clone()),
             ("io.kubernetes.pod.namespace".to_string(), namespace.clone()),
@@ -511,7 +511,7 @@ impl CriRuntime {
             dns_config,
             port_mappings,
             labels,
-            annotations: BTreeMap::new(),
+            annotations: HashMap::new(),
             linux: Some(proto::LinuxPodSandboxConfig {
                 cgroup_parent: format!("{}/pod-{uid}", self.config.cgroup_parent),
                 security_context: Some(proto::LinuxSandboxSecurityContext {
@@ -522,6 +522,7 @@ impl CriRuntime {
                 sysctls,
                 ..Default::default()
             }),
+            ..Default::default()
         };
         Ok((config, dns.warnings))
     }
@@ -977,7 +978,7 @@ impl Runtime for CriRuntime {
                 })
                 .collect(),
             mounts,
-            labels: BTreeMap::from([
+            labels: HashMap::from([
                 (POD_UID_LABEL.to_string(), uid.clone()),
                 ("io.kubernetes.pod.name".to_string(), pod_name.clone()),
                 (
@@ -985,7 +986,7 @@ impl Runtime for CriRuntime {
                     container.name.clone(),
                 ),
             ]),
-            annotations: BTreeMap::from([(SPEC_ANNOTATION.to_string(), spec_json)]),
+            annotations: HashMap::from([(SPEC_ANNOTATION.to_string(), spec_json)]),
             log_path: format!("{}/{attempt}.log", container.name),
             stdin: container.stdin.unwrap_or(false),
             stdin_once: container.stdin_once.unwrap_or(false),

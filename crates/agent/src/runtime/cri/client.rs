@@ -1,41 +1,38 @@
-//! A CRI v1 client: unary gRPC over HTTP/2 on a Unix socket, built on hyper's HTTP/2 client
-//! connection and the hand-written messages in [`super::proto`], so it needs neither tonic nor
-//! `protoc`.
-//!
-//! The gRPC framing is the part of "gRPC over HTTP/2" (grpc/grpc `doc/PROTOCOL-HTTP2.md`) that
-//! unary calls use: `POST /<package>.<Service>/<Method>` with `content-type: application/grpc`
-//! and `te: trailers`; each message is prefixed by a compressed flag byte (always 0 here, no
-//! compression is negotiated) and its length as a big-endian `u32`; the outcome is the
-//! `grpc-status`/`grpc-message` pair, in the trailers or, for a "trailers-only" error response,
-//! in the headers.
+//! A CRI v1 client on containerd's Unix socket: the tonic clients `k8s-cri` generates from
+//! upstream's `api.proto` (`RuntimeServiceClient`, `ImageServiceClient`), run on one tonic
+//! channel whose connector dials the socket path, with the kubelet's habits around them: a
+//! deadline on every call (the kubelet's `runtimeRequestTimeout`, sent as `grpc-timeout` too) and
+//! errors that read like grpc-go's (`rpc error: code = NotFound desc = …`), which is what the
+//! kubelet puts into events.
 //!
 //! A [`CriClient`] holds one HTTP/2 connection and multiplexes concurrent calls on it; clones
-//! share it. When the connection drops (containerd restarted), the next call dials again.
+//! share it. When the connection drops (containerd restarted), the channel dials again on the
+//! next call (tonic's reconnecting channel); a call that finds nothing listening fails with
+//! `Unavailable` and the one after it dials again.
 
 use std::fmt;
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::header::{CONTENT_TYPE, TE, USER_AGENT};
-use http::{HeaderMap, Request, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::client::conn::http2::SendRequest;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use prost::Message;
+use hyper_util::rt::TokioIo;
+use k8s_cri::v1::image_service_client::ImageServiceClient;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use tokio::net::UnixStream;
-use tokio::sync::Mutex;
+use tonic::transport::{Channel, Endpoint, Uri};
 
 use super::proto::*;
 
-/// The largest response the client accepts. containerd's own limit for messages it sends is
-/// 16 MiB; a `ListContainers` of a full node is far below that.
+/// The largest response the client accepts (tonic's default is 4 MiB). containerd's own limit
+/// for messages it sends is 16 MiB; a `ListContainers` of a full node is far below that.
 const MAX_RESPONSE_BYTES: usize = 16 << 20;
 
-/// A gRPC status code (`google.golang.org/grpc/codes`), as carried in `grpc-status`; the
-/// variants are the codes 0 to 16 in order. CRI runtimes mostly answer `NotFound` for a missing
-/// id and `Unknown` for everything else (failed pulls, failed execs, runc errors).
+/// A gRPC status code (`google.golang.org/grpc/codes`); the variants are the codes 0 to 16 in
+/// order. CRI runtimes mostly answer `NotFound` for a missing id and `Unknown` for everything
+/// else (failed pulls, failed execs, runc errors).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GrpcCode {
     Ok,
@@ -57,42 +54,27 @@ pub enum GrpcCode {
     Unauthenticated,
 }
 
-impl GrpcCode {
-    /// The code for a `grpc-status` value; values outside the table are [`GrpcCode::Unknown`], as
-    /// gRPC's own clients treat them.
-    pub fn from_i32(value: i32) -> GrpcCode {
-        use GrpcCode::*;
-        match value {
-            0 => Ok,
-            1 => Cancelled,
-            3 => InvalidArgument,
-            4 => DeadlineExceeded,
-            5 => NotFound,
-            6 => AlreadyExists,
-            7 => PermissionDenied,
-            8 => ResourceExhausted,
-            9 => FailedPrecondition,
-            10 => Aborted,
-            11 => OutOfRange,
-            12 => Unimplemented,
-            13 => Internal,
-            14 => Unavailable,
-            15 => DataLoss,
-            16 => Unauthenticated,
-            _ => Unknown,
-        }
-    }
-
-    /// The code a non-200 HTTP status without `grpc-status` stands for (the table in grpc/grpc
-    /// `doc/http-grpc-status-mapping.md`).
-    pub fn from_http_status(status: StatusCode) -> GrpcCode {
-        match status.as_u16() {
-            400 => GrpcCode::Internal,
-            401 => GrpcCode::Unauthenticated,
-            403 => GrpcCode::PermissionDenied,
-            404 => GrpcCode::Unimplemented,
-            429 | 502 | 503 | 504 => GrpcCode::Unavailable,
-            _ => GrpcCode::Unknown,
+impl From<tonic::Code> for GrpcCode {
+    fn from(code: tonic::Code) -> GrpcCode {
+        use tonic::Code;
+        match code {
+            Code::Ok => GrpcCode::Ok,
+            Code::Cancelled => GrpcCode::Cancelled,
+            Code::Unknown => GrpcCode::Unknown,
+            Code::InvalidArgument => GrpcCode::InvalidArgument,
+            Code::DeadlineExceeded => GrpcCode::DeadlineExceeded,
+            Code::NotFound => GrpcCode::NotFound,
+            Code::AlreadyExists => GrpcCode::AlreadyExists,
+            Code::PermissionDenied => GrpcCode::PermissionDenied,
+            Code::ResourceExhausted => GrpcCode::ResourceExhausted,
+            Code::FailedPrecondition => GrpcCode::FailedPrecondition,
+            Code::Aborted => GrpcCode::Aborted,
+            Code::OutOfRange => GrpcCode::OutOfRange,
+            Code::Unimplemented => GrpcCode::Unimplemented,
+            Code::Internal => GrpcCode::Internal,
+            Code::Unavailable => GrpcCode::Unavailable,
+            Code::DataLoss => GrpcCode::DataLoss,
+            Code::Unauthenticated => GrpcCode::Unauthenticated,
         }
     }
 }
@@ -143,14 +125,14 @@ pub enum CriError {
     Handshake {
         path: PathBuf,
         #[source]
-        source: hyper::Error,
+        source: tonic::transport::Error,
     },
     /// The connection failed while the call was in flight.
     #[error("cri call {method} failed in transport")]
     Transport {
         method: &'static str,
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: tonic::Status,
     },
     /// No answer within the call's deadline; the call was cancelled.
     #[error("cri call {method} timed out after {timeout:?}")]
@@ -158,18 +140,11 @@ pub enum CriError {
         method: &'static str,
         timeout: Duration,
     },
-    /// The answer does not follow the gRPC protocol.
+    /// The answer lacks what the call needs (a status message without its status, say).
     #[error("cri call {method} got a malformed response: {detail}")]
     Protocol {
         method: &'static str,
         detail: String,
-    },
-    /// The answer's message is not the expected protobuf message.
-    #[error("cri call {method} got a response that does not decode")]
-    Decode {
-        method: &'static str,
-        #[source]
-        source: prost::DecodeError,
     },
 }
 
@@ -184,7 +159,7 @@ impl CriError {
                 GrpcCode::Unavailable
             }
             CriError::Timeout { .. } => GrpcCode::DeadlineExceeded,
-            CriError::Protocol { .. } | CriError::Decode { .. } => GrpcCode::Internal,
+            CriError::Protocol { .. } => GrpcCode::Internal,
         }
     }
 
@@ -192,24 +167,42 @@ impl CriError {
     pub fn is_not_found(&self) -> bool {
         self.code() == GrpcCode::NotFound
     }
-}
 
-/// The two CRI services.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Service {
-    /// `runtime.v1.RuntimeService`: sandboxes, containers, exec, status.
-    Runtime,
-    /// `runtime.v1.ImageService`: images.
-    Image,
-}
-
-impl Service {
-    fn path(self, method: &str) -> String {
-        let service = match self {
-            Service::Runtime => "runtime.v1.RuntimeService",
-            Service::Image => "runtime.v1.ImageService",
-        };
-        format!("/{service}/{method}")
+    /// The failure a tonic call of `method` on the socket `path` ended with. tonic reports local
+    /// failures as statuses too, with the cause as the status' source; a status the runtime sent
+    /// has no source.
+    fn from_status(
+        status: tonic::Status,
+        method: &'static str,
+        timeout: Duration,
+        path: &Path,
+    ) -> CriError {
+        use std::error::Error as _;
+        if status.source().is_none() {
+            return CriError::Status {
+                code: status.code().into(),
+                message: status.message().to_string(),
+            };
+        }
+        let mut cause = status.source();
+        let mut dialling = false;
+        while let Some(error) = cause {
+            if error.is::<tonic::TimeoutExpired>() {
+                return CriError::Timeout { method, timeout };
+            }
+            dialling |= error.is::<tonic::ConnectError>();
+            if dialling && let Some(io) = error.downcast_ref::<std::io::Error>() {
+                return CriError::Connect {
+                    path: path.to_path_buf(),
+                    source: std::io::Error::new(io.kind(), io.to_string()),
+                };
+            }
+            cause = error.source();
+        }
+        CriError::Transport {
+            method,
+            source: status,
+        }
     }
 }
 
@@ -242,45 +235,103 @@ impl Default for Timeouts {
 /// `grpc-timeout` too, and is cancelled when it passes or when the returned future is dropped.
 #[derive(Clone)]
 pub struct CriClient {
-    shared: Arc<Shared>,
+    socket_path: Arc<Path>,
+    runtime: RuntimeServiceClient<Channel>,
+    image: ImageServiceClient<Channel>,
     timeouts: Timeouts,
-}
-
-struct Shared {
-    socket_path: PathBuf,
-    connection: Mutex<Option<SendRequest<Full<Bytes>>>>,
 }
 
 impl fmt::Debug for CriClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CriClient")
-            .field("socket_path", &self.shared.socket_path)
+            .field("socket_path", &self.socket_path)
             .field("timeouts", &self.timeouts)
             .finish()
     }
 }
 
+/// Dials the runtime's Unix socket for the channel; the URI the channel asks for is ignored.
+#[derive(Clone)]
+struct UnixConnector {
+    socket_path: Arc<Path>,
+}
+
+type Dialling = Pin<Box<dyn Future<Output = std::io::Result<TokioIo<UnixStream>>> + Send>>;
+
+impl tonic::codegen::Service<Uri> for UnixConnector {
+    type Response = TokioIo<UnixStream>;
+    type Error = std::io::Error;
+    type Future = Dialling;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Uri) -> Dialling {
+        let socket_path = self.socket_path.clone();
+        Box::pin(async move { Ok(TokioIo::new(UnixStream::connect(&*socket_path).await?)) })
+    }
+}
+
+/// The channel's settings: the authority is a placeholder (containerd does not look at it), the
+/// windows are larger than HTTP/2's 64 KiB default so large lists arrive in few round trips.
+fn endpoint() -> Endpoint {
+    let endpoint = Endpoint::from_static("http://localhost")
+        .initial_stream_window_size(1 << 20)
+        .initial_connection_window_size(4 << 20);
+    endpoint
+        .clone()
+        .user_agent("tandem-agent")
+        .unwrap_or(endpoint)
+}
+
+/// A request for a call with deadline `timeout`, which the runtime sees as `grpc-timeout`.
+fn request<T>(message: T, timeout: Duration) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(timeout);
+    request
+}
+
 impl CriClient {
     /// Dials `socket_path` and sets up HTTP/2, failing at once if nothing listens there.
     pub async fn connect(socket_path: impl Into<PathBuf>) -> Result<CriClient, CriError> {
-        let client = CriClient::lazy(socket_path);
-        let timeout = client.timeouts.short;
-        match tokio::time::timeout(timeout, client.sender(false)).await {
-            Ok(sender) => sender.map(|_| client),
-            Err(_) => Err(CriError::Timeout {
-                method: "connect",
-                timeout,
-            }),
-        }
+        let socket_path: Arc<Path> = socket_path.into().into();
+        let timeout = Timeouts::default().short;
+        let connector = UnixConnector {
+            socket_path: socket_path.clone(),
+        };
+        let endpoint = endpoint();
+        let connecting = endpoint.connect_with_connector(connector);
+        let channel = match tokio::time::timeout(timeout, connecting).await {
+            Ok(Ok(channel)) => channel,
+            Ok(Err(error)) => return Err(connect_error(&socket_path, error)),
+            Err(_) => {
+                return Err(CriError::Timeout {
+                    method: "connect",
+                    timeout,
+                });
+            }
+        };
+        Ok(CriClient::on(socket_path, channel))
     }
 
     /// A client that dials on its first call (and again whenever the connection has dropped).
+    /// Must be called within a tokio runtime (the channel's worker is a task).
     pub fn lazy(socket_path: impl Into<PathBuf>) -> CriClient {
+        let socket_path: Arc<Path> = socket_path.into().into();
+        let connector = UnixConnector {
+            socket_path: socket_path.clone(),
+        };
+        let channel = endpoint().connect_with_connector_lazy(connector);
+        CriClient::on(socket_path, channel)
+    }
+
+    fn on(socket_path: Arc<Path>, channel: Channel) -> CriClient {
         CriClient {
-            shared: Arc::new(Shared {
-                socket_path: socket_path.into(),
-                connection: Mutex::new(None),
-            }),
+            socket_path,
+            runtime: RuntimeServiceClient::new(channel.clone())
+                .max_decoding_message_size(MAX_RESPONSE_BYTES),
+            image: ImageServiceClient::new(channel).max_decoding_message_size(MAX_RESPONSE_BYTES),
             timeouts: Timeouts::default(),
         }
     }
@@ -298,148 +349,67 @@ impl CriClient {
 
     /// The socket this client dials.
     pub fn socket_path(&self) -> &Path {
-        &self.shared.socket_path
+        &self.socket_path
     }
 
-    /// Makes one unary call: `request` to `/runtime.v1.<service>/<method>`, answered by a `Resp`.
-    /// The typed methods below are wrappers of this; use it for RPCs they do not cover.
-    pub async fn call<Req, Resp>(
+    /// The generated `RuntimeService` client on this client's connection, for RPCs the methods
+    /// below do not cover (`RemoveContainer`, `UpdateContainerResources`, `ReopenContainerLog`,
+    /// …). Give each request a deadline (`tonic::Request::set_timeout`): the channel has none.
+    pub fn runtime_service(&self) -> RuntimeServiceClient<Channel> {
+        self.runtime.clone()
+    }
+
+    /// The generated `ImageService` client on this client's connection (`RemoveImage`,
+    /// `ImageFsInfo`, …); see [`CriClient::runtime_service`].
+    pub fn image_service(&self) -> ImageServiceClient<Channel> {
+        self.image.clone()
+    }
+
+    /// Waits for `call` (a generated client's call of `method`) at most `timeout`.
+    async fn unary<T>(
         &self,
-        service: Service,
         method: &'static str,
-        request: &Req,
         timeout: Duration,
-    ) -> Result<Resp, CriError>
-    where
-        Req: Message,
-        Resp: Message + Default,
-    {
-        match tokio::time::timeout(timeout, self.call_once(service, method, request, timeout)).await
-        {
-            Ok(result) => result,
+        call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, CriError> {
+        match tokio::time::timeout(timeout, call).await {
+            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Err(status)) => Err(CriError::from_status(
+                status,
+                method,
+                timeout,
+                &self.socket_path,
+            )),
             Err(_) => Err(CriError::Timeout { method, timeout }),
         }
-    }
-
-    async fn call_once<Req, Resp>(
-        &self,
-        service: Service,
-        method: &'static str,
-        request: &Req,
-        timeout: Duration,
-    ) -> Result<Resp, CriError>
-    where
-        Req: Message,
-        Resp: Message + Default,
-    {
-        let protocol = |detail: String| CriError::Protocol { method, detail };
-        let frame = encode_frame(request).map_err(protocol)?;
-        let http_request = Request::post(format!("http://localhost{}", service.path(method)))
-            .header(CONTENT_TYPE, "application/grpc")
-            .header(TE, "trailers")
-            .header(USER_AGENT, "tandem-agent")
-            .header("grpc-timeout", grpc_timeout(timeout))
-            .body(Full::new(frame))
-            .map_err(|e| protocol(format!("cannot build the request: {e}")))?;
-
-        let transport = |source: Box<dyn std::error::Error + Send + Sync>| CriError::Transport {
-            method,
-            source,
-        };
-        let mut sender = self.sender(false).await?;
-        let response = match sender.try_send_request(http_request).await {
-            Ok(response) => response,
-            Err(mut error) => match error.take_message() {
-                // Not sent: the connection was going away (containerd restarted) before it
-                // noticed. Sending again on a new connection is safe.
-                Some(http_request) => self
-                    .sender(true)
-                    .await?
-                    .send_request(http_request)
-                    .await
-                    .map_err(|e| transport(e.into()))?,
-                None => return Err(transport(error.into_error().into())),
-            },
-        };
-        let (parts, body) = response.into_parts();
-
-        // A trailers-only response (an error before any message) carries the status in headers.
-        if let Some(status) = grpc_status(&parts.headers) {
-            return match status {
-                Err(status) => Err(status),
-                Ok(()) => Err(protocol("the response has no message".into())),
-            };
-        }
-        if parts.status != StatusCode::OK {
-            return Err(CriError::Status {
-                code: GrpcCode::from_http_status(parts.status),
-                message: format!("unexpected http status {}", parts.status),
-            });
-        }
-        let collected = Limited::new(body, MAX_RESPONSE_BYTES)
-            .collect()
-            .await
-            .map_err(transport)?;
-        let trailers = collected.trailers().cloned().unwrap_or_default();
-        match grpc_status(&trailers) {
-            Some(Ok(())) => {}
-            Some(Err(status)) => return Err(status),
-            None => return Err(protocol("the response has no grpc-status".into())),
-        }
-        let message = decode_frame(collected.to_bytes()).map_err(protocol)?;
-        Resp::decode(message).map_err(|source| CriError::Decode { method, source })
-    }
-
-    /// The shared connection, dialled again if it is gone (or if `fresh`).
-    async fn sender(&self, fresh: bool) -> Result<SendRequest<Full<Bytes>>, CriError> {
-        let mut connection = self.shared.connection.lock().await;
-        if !fresh
-            && let Some(sender) = connection.as_ref()
-            && !sender.is_closed()
-        {
-            return Ok(sender.clone());
-        }
-        let sender = dial(&self.shared.socket_path).await?;
-        *connection = Some(sender.clone());
-        Ok(sender)
-    }
-
-    async fn runtime<Req: Message, Resp: Message + Default>(
-        &self,
-        method: &'static str,
-        request: Req,
-        timeout: Duration,
-    ) -> Result<Resp, CriError> {
-        self.call(Service::Runtime, method, &request, timeout).await
-    }
-
-    async fn image<Req: Message, Resp: Message + Default>(
-        &self,
-        method: &'static str,
-        request: Req,
-        timeout: Duration,
-    ) -> Result<Resp, CriError> {
-        self.call(Service::Image, method, &request, timeout).await
     }
 
     // --- RuntimeService -------------------------------------------------------------------
 
     /// `Version`: the runtime's name and version and the CRI API version it serves (`v1`).
     pub async fn version(&self) -> Result<VersionResponse, CriError> {
-        let request = VersionRequest {
+        let timeout = self.timeouts.short;
+        let message = VersionRequest {
             version: "v1".into(),
         };
-        self.runtime("Version", request, self.timeouts.short).await
+        self.unary(
+            "Version",
+            timeout,
+            self.runtime.clone().version(request(message, timeout)),
+        )
+        .await
     }
 
     /// `Status`: the runtime's conditions ([`RUNTIME_READY`], [`NETWORK_READY`]). containerd
     /// reports `NetworkReady=false` until a CNI config is in its conf dir.
     pub async fn status(&self) -> Result<RuntimeStatus, CriError> {
-        let response: StatusResponse = self
-            .runtime(
+        let timeout = self.timeouts.short;
+        let message = StatusRequest { verbose: false };
+        let response = self
+            .unary(
                 "Status",
-                StatusRequest { verbose: false },
-                self.timeouts.short,
+                timeout,
+                self.runtime.clone().status(request(message, timeout)),
             )
             .await?;
         Ok(response.status.unwrap_or_default())
@@ -453,12 +423,19 @@ impl CriClient {
         config: PodSandboxConfig,
         runtime_handler: &str,
     ) -> Result<String, CriError> {
-        let request = RunPodSandboxRequest {
+        let timeout = self.timeouts.long;
+        let message = RunPodSandboxRequest {
             config: Some(config),
             runtime_handler: runtime_handler.to_string(),
         };
-        let response: RunPodSandboxResponse = self
-            .runtime("RunPodSandbox", request, self.timeouts.long)
+        let response = self
+            .unary(
+                "RunPodSandbox",
+                timeout,
+                self.runtime
+                    .clone()
+                    .run_pod_sandbox(request(message, timeout)),
+            )
             .await?;
         Ok(response.pod_sandbox_id)
     }
@@ -467,23 +444,35 @@ impl CriClient {
     /// [`CriClient::stop_container`] first for a graceful delete) and tears its network down.
     /// Idempotent.
     pub async fn stop_pod_sandbox(&self, pod_sandbox_id: &str) -> Result<(), CriError> {
-        let request = StopPodSandboxRequest {
+        let timeout = self.timeouts.long;
+        let message = StopPodSandboxRequest {
             pod_sandbox_id: pod_sandbox_id.to_string(),
         };
-        let _: StopPodSandboxResponse = self
-            .runtime("StopPodSandbox", request, self.timeouts.long)
-            .await?;
+        self.unary(
+            "StopPodSandbox",
+            timeout,
+            self.runtime
+                .clone()
+                .stop_pod_sandbox(request(message, timeout)),
+        )
+        .await?;
         Ok(())
     }
 
     /// `RemovePodSandbox`: removes a sandbox and its containers. Idempotent.
     pub async fn remove_pod_sandbox(&self, pod_sandbox_id: &str) -> Result<(), CriError> {
-        let request = RemovePodSandboxRequest {
+        let timeout = self.timeouts.long;
+        let message = RemovePodSandboxRequest {
             pod_sandbox_id: pod_sandbox_id.to_string(),
         };
-        let _: RemovePodSandboxResponse = self
-            .runtime("RemovePodSandbox", request, self.timeouts.long)
-            .await?;
+        self.unary(
+            "RemovePodSandbox",
+            timeout,
+            self.runtime
+                .clone()
+                .remove_pod_sandbox(request(message, timeout)),
+        )
+        .await?;
         Ok(())
     }
 
@@ -492,12 +481,19 @@ impl CriClient {
         &self,
         pod_sandbox_id: &str,
     ) -> Result<PodSandboxStatus, CriError> {
-        let request = PodSandboxStatusRequest {
+        let timeout = self.timeouts.short;
+        let message = PodSandboxStatusRequest {
             pod_sandbox_id: pod_sandbox_id.to_string(),
             verbose: false,
         };
-        let response: PodSandboxStatusResponse = self
-            .runtime("PodSandboxStatus", request, self.timeouts.short)
+        let response = self
+            .unary(
+                "PodSandboxStatus",
+                timeout,
+                self.runtime
+                    .clone()
+                    .pod_sandbox_status(request(message, timeout)),
+            )
             .await?;
         response.status.ok_or_else(|| CriError::Protocol {
             method: "PodSandboxStatus",
@@ -510,11 +506,15 @@ impl CriClient {
         &self,
         filter: Option<PodSandboxFilter>,
     ) -> Result<Vec<PodSandbox>, CriError> {
-        let response: ListPodSandboxResponse = self
-            .runtime(
+        let timeout = self.timeouts.short;
+        let message = ListPodSandboxRequest { filter };
+        let response = self
+            .unary(
                 "ListPodSandbox",
-                ListPodSandboxRequest { filter },
-                self.timeouts.short,
+                timeout,
+                self.runtime
+                    .clone()
+                    .list_pod_sandbox(request(message, timeout)),
             )
             .await?;
         Ok(response.items)
@@ -528,25 +528,38 @@ impl CriClient {
         config: ContainerConfig,
         sandbox_config: PodSandboxConfig,
     ) -> Result<String, CriError> {
-        let request = CreateContainerRequest {
+        let timeout = self.timeouts.long;
+        let message = CreateContainerRequest {
             pod_sandbox_id: pod_sandbox_id.to_string(),
             config: Some(config),
             sandbox_config: Some(sandbox_config),
         };
-        let response: CreateContainerResponse = self
-            .runtime("CreateContainer", request, self.timeouts.long)
+        let response = self
+            .unary(
+                "CreateContainer",
+                timeout,
+                self.runtime
+                    .clone()
+                    .create_container(request(message, timeout)),
+            )
             .await?;
         Ok(response.container_id)
     }
 
     /// `StartContainer`: starts a created container.
     pub async fn start_container(&self, container_id: &str) -> Result<(), CriError> {
-        let request = StartContainerRequest {
+        let timeout = self.timeouts.long;
+        let message = StartContainerRequest {
             container_id: container_id.to_string(),
         };
-        let _: StartContainerResponse = self
-            .runtime("StartContainer", request, self.timeouts.long)
-            .await?;
+        self.unary(
+            "StartContainer",
+            timeout,
+            self.runtime
+                .clone()
+                .start_container(request(message, timeout)),
+        )
+        .await?;
         Ok(())
     }
 
@@ -559,23 +572,19 @@ impl CriClient {
         grace: Duration,
     ) -> Result<(), CriError> {
         let seconds = grace.as_secs() + u64::from(grace.subsec_nanos() > 0);
-        let request = StopContainerRequest {
+        let message = StopContainerRequest {
             container_id: container_id.to_string(),
             timeout: i64::try_from(seconds).unwrap_or(i64::MAX),
         };
-        let deadline = grace.saturating_add(self.timeouts.long);
-        let _: StopContainerResponse = self.runtime("StopContainer", request, deadline).await?;
-        Ok(())
-    }
-
-    /// `RemoveContainer`: removes a container (killing it if it still runs). Idempotent.
-    pub async fn remove_container(&self, container_id: &str) -> Result<(), CriError> {
-        let request = RemoveContainerRequest {
-            container_id: container_id.to_string(),
-        };
-        let _: RemoveContainerResponse = self
-            .runtime("RemoveContainer", request, self.timeouts.long)
-            .await?;
+        let timeout = grace.saturating_add(self.timeouts.long);
+        self.unary(
+            "StopContainer",
+            timeout,
+            self.runtime
+                .clone()
+                .stop_container(request(message, timeout)),
+        )
+        .await?;
         Ok(())
     }
 
@@ -584,11 +593,15 @@ impl CriClient {
         &self,
         filter: Option<ContainerFilter>,
     ) -> Result<Vec<Container>, CriError> {
-        let response: ListContainersResponse = self
-            .runtime(
+        let timeout = self.timeouts.short;
+        let message = ListContainersRequest { filter };
+        let response = self
+            .unary(
                 "ListContainers",
-                ListContainersRequest { filter },
-                self.timeouts.short,
+                timeout,
+                self.runtime
+                    .clone()
+                    .list_containers(request(message, timeout)),
             )
             .await?;
         Ok(response.containers)
@@ -597,12 +610,19 @@ impl CriClient {
     /// `ContainerStatus`: state, exit code, reason and timestamps of one container; `NotFound` if
     /// it does not exist.
     pub async fn container_status(&self, container_id: &str) -> Result<ContainerStatus, CriError> {
-        let request = ContainerStatusRequest {
+        let timeout = self.timeouts.short;
+        let message = ContainerStatusRequest {
             container_id: container_id.to_string(),
             verbose: false,
         };
-        let response: ContainerStatusResponse = self
-            .runtime("ContainerStatus", request, self.timeouts.short)
+        let response = self
+            .unary(
+                "ContainerStatus",
+                timeout,
+                self.runtime
+                    .clone()
+                    .container_status(request(message, timeout)),
+            )
             .await?;
         response.status.ok_or_else(|| CriError::Protocol {
             method: "ContainerStatus",
@@ -616,43 +636,18 @@ impl CriClient {
         &self,
         filter: Option<ContainerStatsFilter>,
     ) -> Result<Vec<ContainerStats>, CriError> {
-        let response: ListContainerStatsResponse = self
-            .runtime(
+        let timeout = self.timeouts.short;
+        let message = ListContainerStatsRequest { filter };
+        let response = self
+            .unary(
                 "ListContainerStats",
-                ListContainerStatsRequest { filter },
-                self.timeouts.short,
+                timeout,
+                self.runtime
+                    .clone()
+                    .list_container_stats(request(message, timeout)),
             )
             .await?;
         Ok(response.stats)
-    }
-
-    /// `UpdateContainerResources`: changes the cgroup limits of a running container.
-    pub async fn update_container_resources(
-        &self,
-        container_id: &str,
-        resources: LinuxContainerResources,
-    ) -> Result<(), CriError> {
-        let request = UpdateContainerResourcesRequest {
-            container_id: container_id.to_string(),
-            linux: Some(resources),
-            annotations: Default::default(),
-        };
-        let _: UpdateContainerResourcesResponse = self
-            .runtime("UpdateContainerResources", request, self.timeouts.short)
-            .await?;
-        Ok(())
-    }
-
-    /// `ReopenContainerLog`: makes the runtime open the container's log path again, after log
-    /// rotation renamed the file.
-    pub async fn reopen_container_log(&self, container_id: &str) -> Result<(), CriError> {
-        let request = ReopenContainerLogRequest {
-            container_id: container_id.to_string(),
-        };
-        let _: ReopenContainerLogResponse = self
-            .runtime("ReopenContainerLog", request, self.timeouts.short)
-            .await?;
-        Ok(())
     }
 
     /// `ExecSync`: runs `cmd` in the container and returns its output and exit code. `timeout`
@@ -675,24 +670,43 @@ impl CriClient {
             }
             None => (0, self.timeouts.long),
         };
-        let request = ExecSyncRequest {
+        let message = ExecSyncRequest {
             container_id: container_id.to_string(),
             cmd,
             timeout: seconds,
         };
-        self.runtime("ExecSync", request, deadline).await
+        self.unary(
+            "ExecSync",
+            deadline,
+            self.runtime.clone().exec_sync(request(message, deadline)),
+        )
+        .await
     }
 
     /// `Exec`: prepares an exec session and returns its single-use URL on the runtime's streaming
     /// server (websocket `v4.channel.k8s.io` or SPDY/3.1; containerd 1.6 refuses `v5`).
-    pub async fn exec(&self, request: ExecRequest) -> Result<String, CriError> {
-        let response: ExecResponse = self.runtime("Exec", request, self.timeouts.short).await?;
+    pub async fn exec(&self, message: ExecRequest) -> Result<String, CriError> {
+        let timeout = self.timeouts.short;
+        let response = self
+            .unary(
+                "Exec",
+                timeout,
+                self.runtime.clone().exec(request(message, timeout)),
+            )
+            .await?;
         Ok(response.url)
     }
 
     /// `Attach`: prepares an attach session and returns its single-use streaming URL.
-    pub async fn attach(&self, request: AttachRequest) -> Result<String, CriError> {
-        let response: AttachResponse = self.runtime("Attach", request, self.timeouts.short).await?;
+    pub async fn attach(&self, message: AttachRequest) -> Result<String, CriError> {
+        let timeout = self.timeouts.short;
+        let response = self
+            .unary(
+                "Attach",
+                timeout,
+                self.runtime.clone().attach(request(message, timeout)),
+            )
+            .await?;
         Ok(response.url)
     }
 
@@ -703,12 +717,17 @@ impl CriClient {
         pod_sandbox_id: &str,
         ports: Vec<i32>,
     ) -> Result<String, CriError> {
-        let request = PortForwardRequest {
+        let timeout = self.timeouts.short;
+        let message = PortForwardRequest {
             pod_sandbox_id: pod_sandbox_id.to_string(),
             port: ports,
         };
-        let response: PortForwardResponse = self
-            .runtime("PortForward", request, self.timeouts.short)
+        let response = self
+            .unary(
+                "PortForward",
+                timeout,
+                self.runtime.clone().port_forward(request(message, timeout)),
+            )
             .await?;
         Ok(response.url)
     }
@@ -717,11 +736,13 @@ impl CriClient {
 
     /// `ListImages`: the images present, optionally only those matching `filter`.
     pub async fn list_images(&self, filter: Option<ImageFilter>) -> Result<Vec<Image>, CriError> {
-        let response: ListImagesResponse = self
-            .image(
+        let timeout = self.timeouts.short;
+        let message = ListImagesRequest { filter };
+        let response = self
+            .unary(
                 "ListImages",
-                ListImagesRequest { filter },
-                self.timeouts.short,
+                timeout,
+                self.image.clone().list_images(request(message, timeout)),
             )
             .await?;
         Ok(response.images)
@@ -729,12 +750,17 @@ impl CriClient {
 
     /// `ImageStatus`: the image if it is present, `None` if not (absence is not an error).
     pub async fn image_status(&self, image: &str) -> Result<Option<Image>, CriError> {
-        let request = ImageStatusRequest {
+        let timeout = self.timeouts.short;
+        let message = ImageStatusRequest {
             image: Some(image_spec(image)),
             verbose: false,
         };
-        let response: ImageStatusResponse = self
-            .image("ImageStatus", request, self.timeouts.short)
+        let response = self
+            .unary(
+                "ImageStatus",
+                timeout,
+                self.image.clone().image_status(request(message, timeout)),
+            )
             .await?;
         Ok(response.image)
     }
@@ -747,32 +773,20 @@ impl CriClient {
         auth: Option<AuthConfig>,
         sandbox_config: Option<PodSandboxConfig>,
     ) -> Result<String, CriError> {
-        let request = PullImageRequest {
+        let timeout = self.timeouts.long;
+        let message = PullImageRequest {
             image: Some(image_spec(image)),
             auth,
             sandbox_config,
         };
-        let response: PullImageResponse =
-            self.image("PullImage", request, self.timeouts.long).await?;
-        Ok(response.image_ref)
-    }
-
-    /// `RemoveImage`: removes an image by reference or id. Idempotent. Remove images through CRI
-    /// only: one removed behind CRI's back (`ctr images rm`) stays in its cache until restart.
-    pub async fn remove_image(&self, image: &str) -> Result<(), CriError> {
-        let request = RemoveImageRequest {
-            image: Some(image_spec(image)),
-        };
-        let _: RemoveImageResponse = self
-            .image("RemoveImage", request, self.timeouts.long)
+        let response = self
+            .unary(
+                "PullImage",
+                timeout,
+                self.image.clone().pull_image(request(message, timeout)),
+            )
             .await?;
-        Ok(())
-    }
-
-    /// `ImageFsInfo`: usage of the filesystem that holds images.
-    pub async fn image_fs_info(&self) -> Result<ImageFsInfoResponse, CriError> {
-        self.image("ImageFsInfo", ImageFsInfoRequest {}, self.timeouts.short)
-            .await
+        Ok(response.image_ref)
     }
 }
 
@@ -783,127 +797,24 @@ fn image_spec(image: &str) -> ImageSpec {
     }
 }
 
-/// Dials the socket and completes the HTTP/2 handshake; the connection is driven by a task of
-/// its own until either side closes it.
-async fn dial(socket_path: &Path) -> Result<SendRequest<Full<Bytes>>, CriError> {
-    let stream = UnixStream::connect(socket_path)
-        .await
-        .map_err(|source| CriError::Connect {
-            path: socket_path.to_path_buf(),
-            source,
-        })?;
-    let (sender, connection) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-        .initial_stream_window_size(1 << 20)
-        .initial_connection_window_size(4 << 20)
-        .handshake(TokioIo::new(stream))
-        .await
-        .map_err(|source| CriError::Handshake {
-            path: socket_path.to_path_buf(),
-            source,
-        })?;
-    tokio::spawn(async move {
-        if let Err(error) = connection.await {
-            tracing::debug!(%error, "cri connection closed");
+/// Why [`CriClient::connect`] failed: dialling the socket ([`CriError::Connect`]) or setting up
+/// HTTP/2 on it ([`CriError::Handshake`]).
+fn connect_error(socket_path: &Path, error: tonic::transport::Error) -> CriError {
+    use std::error::Error as _;
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            return CriError::Connect {
+                path: socket_path.to_path_buf(),
+                source: std::io::Error::new(io.kind(), io.to_string()),
+            };
         }
-    });
-    Ok(sender)
-}
-
-/// One length-prefixed gRPC message: flag 0 (uncompressed), big-endian length, the message.
-fn encode_frame(message: &impl Message) -> Result<Bytes, String> {
-    let encoded = message.encode_to_vec();
-    let length = u32::try_from(encoded.len())
-        .map_err(|_| format!("the request is too large ({} bytes)", encoded.len()))?;
-    let mut frame = Vec::with_capacity(5 + encoded.len());
-    frame.push(0);
-    frame.extend_from_slice(&length.to_be_bytes());
-    frame.extend_from_slice(&encoded);
-    Ok(Bytes::from(frame))
-}
-
-/// The one message of a unary response body.
-fn decode_frame(body: Bytes) -> Result<Bytes, String> {
-    if body.is_empty() {
-        return Err("the response has no message".into());
+        cause = inner.source();
     }
-    let Some((header, rest)) = body.split_first_chunk::<5>() else {
-        return Err(format!(
-            "the message header is truncated ({} bytes)",
-            body.len()
-        ));
-    };
-    let [flag, length @ ..] = *header;
-    if flag != 0 {
-        return Err(format!(
-            "the message is compressed (flag {flag}) but no compression was negotiated"
-        ));
+    CriError::Handshake {
+        path: socket_path.to_path_buf(),
+        source: error,
     }
-    let length = u32::from_be_bytes(length) as usize;
-    if rest.len() < length {
-        return Err(format!(
-            "the message is truncated ({} of {length} bytes)",
-            rest.len()
-        ));
-    }
-    if rest.len() > length {
-        return Err("a unary response carries more than one message".into());
-    }
-    Ok(body.slice(5..))
-}
-
-/// The gRPC status in `headers`, if there is one: `Ok(())` for OK, the error otherwise.
-fn grpc_status(headers: &HeaderMap) -> Option<Result<(), CriError>> {
-    let value = headers.get("grpc-status")?;
-    let code = value
-        .to_str()
-        .ok()
-        .and_then(|v| v.trim().parse::<i32>().ok())
-        .map_or(GrpcCode::Unknown, GrpcCode::from_i32);
-    if code == GrpcCode::Ok {
-        return Some(Ok(()));
-    }
-    let message = headers
-        .get("grpc-message")
-        .map(|m| percent_decode(m.as_bytes()))
-        .unwrap_or_default();
-    Some(Err(CriError::Status { code, message }))
-}
-
-/// Decodes `grpc-message`'s percent-encoding (`%XX` of UTF-8 bytes). A `%` not followed by two
-/// hex digits is kept as it is, as the gRPC spec asks of receivers.
-fn percent_decode(encoded: &[u8]) -> String {
-    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
-    let mut decoded = Vec::with_capacity(encoded.len());
-    let mut i = 0;
-    while i < encoded.len() {
-        if encoded[i] == b'%'
-            && let (Some(hi), Some(lo)) = (
-                encoded.get(i + 1).copied().and_then(hex),
-                encoded.get(i + 2).copied().and_then(hex),
-            )
-        {
-            decoded.push(hi << 4 | lo);
-            i += 3;
-        } else {
-            decoded.push(encoded[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&decoded).into_owned()
-}
-
-/// The `grpc-timeout` header value: at most 8 digits and a unit, in the finest unit that fits.
-fn grpc_timeout(timeout: Duration) -> String {
-    const MAX: u128 = 99_999_999;
-    let millis = timeout.as_millis();
-    if millis <= MAX {
-        return format!("{}m", millis.max(1));
-    }
-    let seconds = timeout.as_secs() as u128;
-    if seconds <= MAX {
-        return format!("{seconds}S");
-    }
-    format!("{}H", (seconds / 3600).min(MAX))
 }
 
 #[cfg(test)]
@@ -911,120 +822,44 @@ mod tests {
     use std::convert::Infallible;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    use bytes::Bytes;
     use futures::stream;
-    use http::{HeaderValue, Response};
-    use http_body_util::StreamBody;
+    use http::header::{CONTENT_TYPE, TE};
+    use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+    use http_body_util::{BodyExt, StreamBody};
     use hyper::body::{Frame, Incoming};
     use hyper::service::service_fn;
+    use hyper_util::rt::TokioExecutor;
+    use prost::Message;
     use tokio::net::UnixListener;
 
     use super::*;
 
-    #[test]
-    fn frames_are_flag_length_and_message() {
-        let frame = encode_frame(&StartContainerRequest {
-            container_id: "ab".into(),
-        })
-        .expect("encodes");
-        assert_eq!(&frame[..], &[0, 0, 0, 0, 4, 0x0a, 2, b'a', b'b']);
-        assert_eq!(
-            &decode_frame(frame).expect("decodes")[..],
-            &[0x0a, 2, b'a', b'b']
-        );
+    /// One length-prefixed gRPC message (grpc/grpc `doc/PROTOCOL-HTTP2.md`): flag 0
+    /// (uncompressed), big-endian length, the message.
+    fn frame(message: &impl Message) -> Bytes {
+        let encoded = message.encode_to_vec();
+        let length = u32::try_from(encoded.len()).expect("a small test message");
+        let mut frame = vec![0];
+        frame.extend_from_slice(&length.to_be_bytes());
+        frame.extend_from_slice(&encoded);
+        Bytes::from(frame)
     }
 
-    #[test]
-    fn an_empty_message_is_a_five_byte_frame() {
-        let frame = encode_frame(&StopPodSandboxResponse {}).expect("encodes");
-        assert_eq!(&frame[..], &[0, 0, 0, 0, 0]);
-        assert!(decode_frame(frame).expect("decodes").is_empty());
-    }
-
-    #[test]
-    fn malformed_frames_are_rejected_with_the_reason() {
-        let cases: [(&[u8], &str); 5] = [
-            (&[], "no message"),
-            (&[0, 0, 0], "header is truncated"),
-            (&[1, 0, 0, 0, 0], "compressed"),
-            (&[0, 0, 0, 0, 3, 1], "truncated (1 of 3 bytes)"),
-            (&[0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0], "more than one message"),
-        ];
-        for (body, reason) in cases {
-            let error = decode_frame(Bytes::copy_from_slice(body)).expect_err("rejected");
-            assert!(error.contains(reason), "{body:?}: {error}");
-        }
-    }
-
-    #[test]
-    fn grpc_message_is_percent_decoded() {
-        assert_eq!(
-            percent_decode(b"image %22busybox%22 not found: 100%25%20sure"),
-            "image \"busybox\" not found: 100% sure"
-        );
-        assert_eq!(percent_decode(b"caf%C3%A9"), "café");
-        assert_eq!(percent_decode(b"50% off %4"), "50% off %4");
-    }
-
-    #[test]
-    fn grpc_status_reads_code_and_message() {
-        let mut headers = HeaderMap::new();
-        assert!(grpc_status(&headers).is_none());
-        headers.insert("grpc-status", HeaderValue::from_static("0"));
-        assert!(matches!(grpc_status(&headers), Some(Ok(()))));
-        headers.insert("grpc-status", HeaderValue::from_static("5"));
-        headers.insert(
-            "grpc-message",
-            HeaderValue::from_static("no%20such%20sandbox"),
-        );
-        let Some(Err(error)) = grpc_status(&headers) else {
-            panic!("expected an error status");
-        };
-        assert!(error.is_not_found());
-        assert_eq!(
-            error.to_string(),
-            "rpc error: code = NotFound desc = no such sandbox"
-        );
-        headers.insert("grpc-status", HeaderValue::from_static("99"));
-        assert!(matches!(
-            grpc_status(&headers),
-            Some(Err(CriError::Status {
-                code: GrpcCode::Unknown,
-                ..
-            }))
-        ));
-    }
-
-    #[test]
-    fn grpc_timeout_uses_at_most_eight_digits() {
-        assert_eq!(grpc_timeout(Duration::from_secs(30)), "30000m");
-        assert_eq!(grpc_timeout(Duration::from_micros(10)), "1m");
-        assert_eq!(grpc_timeout(Duration::from_secs(200_000)), "200000S");
-        assert_eq!(grpc_timeout(Duration::from_secs(400_000_000)), "111111H");
-    }
-
-    #[test]
-    fn http_statuses_map_to_grpc_codes() {
-        assert_eq!(
-            GrpcCode::from_http_status(StatusCode::NOT_FOUND),
-            GrpcCode::Unimplemented
-        );
-        assert_eq!(
-            GrpcCode::from_http_status(StatusCode::SERVICE_UNAVAILABLE),
-            GrpcCode::Unavailable
-        );
-        assert_eq!(
-            GrpcCode::from_http_status(StatusCode::IM_A_TEAPOT),
-            GrpcCode::Unknown
-        );
+    /// The message of a one-message request body.
+    fn unframe(body: &[u8]) -> &[u8] {
+        body.get(5..).unwrap_or_default()
     }
 
     type TestBody = StreamBody<stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, Infallible>>>>;
 
-    fn grpc_response(message: &impl Message, status: &'static str) -> Response<TestBody> {
-        let frame = encode_frame(message).expect("encodes");
+    fn grpc_response(message: &impl Message) -> Response<TestBody> {
         let mut trailers = HeaderMap::new();
-        trailers.insert("grpc-status", HeaderValue::from_static(status));
-        let frames = vec![Ok(Frame::data(frame)), Ok(Frame::trailers(trailers))];
+        trailers.insert("grpc-status", HeaderValue::from_static("0"));
+        let frames = vec![
+            Ok(Frame::data(frame(message))),
+            Ok(Frame::trailers(trailers)),
+        ];
         Response::builder()
             .header(CONTENT_TYPE, "application/grpc")
             .body(StreamBody::new(stream::iter(frames)))
@@ -1032,7 +867,8 @@ mod tests {
     }
 
     /// A stand-in CRI server: `Version` answers, `ContainerStatus` echoes the requested id,
-    /// `StopPodSandbox` fails trailers-only, `StartContainer` never answers.
+    /// `ListContainers` answers with 5 MiB of containers, `StartContainer` never answers, and
+    /// every other method fails trailers-only with `NotFound` and a percent-encoded message.
     async fn fake_runtime(request: Request<Incoming>) -> Result<Response<TestBody>, Infallible> {
         let path = request.uri().path().to_string();
         let grpc_headers_ok = request.headers().get(CONTENT_TYPE)
@@ -1051,35 +887,35 @@ mod tests {
             return Ok(response);
         }
         Ok(match path.as_str() {
-            "/runtime.v1.RuntimeService/Version" => grpc_response(
-                &VersionResponse {
-                    runtime_name: "fake".into(),
-                    runtime_api_version: "v1".into(),
-                    ..Default::default()
-                },
-                "0",
-            ),
+            "/runtime.v1.RuntimeService/Version" => grpc_response(&VersionResponse {
+                runtime_name: "fake".into(),
+                runtime_api_version: "v1".into(),
+                ..Default::default()
+            }),
             "/runtime.v1.RuntimeService/ContainerStatus" => {
-                let request = decode_frame(body)
-                    .ok()
-                    .and_then(|m| ContainerStatusRequest::decode(m).ok())
-                    .unwrap_or_default();
+                let request = ContainerStatusRequest::decode(unframe(&body)).unwrap_or_default();
                 let status = ContainerStatus {
                     id: request.container_id,
                     state: ContainerState::ContainerRunning as i32,
                     ..Default::default()
                 };
-                grpc_response(
-                    &ContainerStatusResponse {
-                        status: Some(status),
-                        info: Default::default(),
-                    },
-                    "0",
-                )
+                grpc_response(&ContainerStatusResponse {
+                    status: Some(status),
+                    ..Default::default()
+                })
+            }
+            "/runtime.v1.RuntimeService/ListContainers" => {
+                let container = Container {
+                    id: "x".repeat(1024),
+                    ..Default::default()
+                };
+                grpc_response(&ListContainersResponse {
+                    containers: vec![container; 5 * 1024],
+                })
             }
             "/runtime.v1.RuntimeService/StartContainer" => {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
-                grpc_response(&StartContainerResponse {}, "0")
+                grpc_response(&StartContainerResponse {})
             }
             _ => Response::builder()
                 .header(CONTENT_TYPE, "application/grpc")
@@ -1090,7 +926,7 @@ mod tests {
         })
     }
 
-    /// Serves [`fake_runtime`] on a socket in `dir`; counts accepted connections.
+    /// Serves [`fake_runtime`] on `listener`; counts accepted connections.
     fn serve(listener: UnixListener, connections: Arc<AtomicUsize>) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
             // A JoinSet, so that aborting the server also closes its connections.
@@ -1104,6 +940,19 @@ mod tests {
                 });
             }
         })
+    }
+
+    #[test]
+    fn codes_are_spelled_as_grpc_go_spells_them() {
+        let error = CriError::Status {
+            code: tonic::Code::Cancelled.into(),
+            message: "stop".into(),
+        };
+        assert_eq!(error.to_string(), "rpc error: code = Canceled desc = stop");
+        assert_eq!(
+            GrpcCode::from(tonic::Code::FailedPrecondition).to_string(),
+            "FailedPrecondition"
+        );
     }
 
     #[tokio::test]
@@ -1143,6 +992,21 @@ mod tests {
             assert_eq!(status.state(), ContainerState::ContainerRunning);
         }
         assert_eq!(connections.load(Ordering::SeqCst), 1);
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn responses_up_to_sixteen_mebibytes_are_accepted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = dir.path().join("cri.sock");
+        let server = serve(
+            UnixListener::bind(&socket).expect("bind"),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let client = CriClient::connect(&socket).await.expect("connects");
+        // About 5 MiB: above tonic's default limit of 4 MiB, below containerd's 16 MiB.
+        let containers = client.list_containers(None).await.expect("containers");
+        assert_eq!(containers.len(), 5 * 1024);
         server.abort();
     }
 
@@ -1196,6 +1060,28 @@ mod tests {
         );
         client.version().await.expect("version after restart");
         assert_eq!(connections.load(Ordering::SeqCst), 2);
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn a_lazy_client_dials_on_its_first_call() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = dir.path().join("cri.sock");
+        let client = CriClient::lazy(&socket);
+        let error = client.version().await.expect_err("nothing listens yet");
+        assert!(matches!(error, CriError::Connect { .. }), "{error}");
+        assert_eq!(error.code(), GrpcCode::Unavailable);
+
+        let connections = Arc::new(AtomicUsize::new(0));
+        let server = serve(
+            UnixListener::bind(&socket).expect("bind"),
+            connections.clone(),
+        );
+        client
+            .version()
+            .await
+            .expect("version once the runtime is up");
+        assert_eq!(connections.load(Ordering::SeqCst), 1);
         server.abort();
     }
 

@@ -34,7 +34,7 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use super::client::{CriClient, CriError};
-use super::proto::NETWORK_READY;
+use super::proto::{NETWORK_READY, runtime_condition};
 
 /// The sandbox (pause) image, built by `scripts/build-images.sh` into [`PAUSE_ARCHIVE`]: a
 /// busybox shell loop that reaps orphaned processes and exits at once on SIGTERM.
@@ -960,7 +960,7 @@ async fn wait_ready(
 async fn probe(client: &CriClient) -> Result<(), String> {
     client.version().await.map_err(|e| e.to_string())?;
     let status = client.status().await.map_err(|e| e.to_string())?;
-    match status.condition(NETWORK_READY) {
+    match runtime_condition(&status, NETWORK_READY) {
         Some(condition) if condition.status => Ok(()),
         Some(condition) => Err(format!(
             "NetworkReady is false: {} {}",

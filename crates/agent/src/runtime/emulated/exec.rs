@@ -185,7 +185,7 @@ impl EmulatedRuntime {
             None => Arc::new(OffNetwork),
         };
         let ctx = ExecContext {
-            windows_build: self.config.windows_build.map(|b| b.to_string()),
+            windows_build: self.config.windows_build.map(|v| v.build.to_string()),
             namespace: sandbox.namespace.clone(),
             pod: sandbox.name.clone(),
             hostname: extra.hostname.clone(),

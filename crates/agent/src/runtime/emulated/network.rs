@@ -114,7 +114,7 @@ impl EmulatedRuntime {
             container: info.name.clone(),
             image: info.image.clone(),
             node: self.config.node_name.clone(),
-            windows_build: self.config.windows_build.map(|b| b.to_string()),
+            windows_build: self.config.windows_build.map(|v| v.build.to_string()),
         };
         pod.start_standin(&info.id, &net.ports, who, Arc::new(log))
             .await;
