@@ -95,9 +95,17 @@ fn windows_node(s: &Server, build_prefix: &str) -> String {
         .unwrap_or_else(|| panic!("a Windows node of build {build_prefix}"))
 }
 
+/// `kubectl exec POD -- ARGS`, tried once more when the first attempt fails or prints nothing:
+/// under the full suite's parallel load one `ipconfig` in a CI run came back empty (not
+/// reproduced alone; the first attempt's output is printed for the next look).
 fn exec(s: &Server, pod: &str, args: &[&str]) -> common::Output {
     let mut full = vec!["exec", pod, "--"];
     full.extend_from_slice(args);
+    let first = s.kubectl_full(&full, None, &[], Duration::from_secs(60));
+    if first.success() && !first.stdout.trim().is_empty() {
+        return first;
+    }
+    eprintln!("exec {args:?}, first attempt: {}", first.combined());
     s.kubectl_full(&full, None, &[], Duration::from_secs(60))
 }
 
