@@ -14,7 +14,7 @@
 //!
 //! Container ids are `containerd://<id>`, as `containerID` shows them.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Read;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -237,6 +237,16 @@ impl CriRuntime {
     /// Brings the caches in line with the runtime: sandboxes and containers that appeared
     /// (after an agent restart), changed state or went away.
     async fn relist(&self) {
+        // What the caches held when the listing began: an entry that a concurrent
+        // RunPodSandbox or CreateContainer adds while the runtime is being listed is kept,
+        // and one that a concurrent removal takes away stays away.
+        let (sandboxes_before, containers_before) = {
+            let state = self.lock();
+            (
+                state.sandboxes.keys().cloned().collect::<HashSet<_>>(),
+                state.containers.keys().cloned().collect::<HashSet<_>>(),
+            )
+        };
         let Ok(sandboxes) = self.client.list_pod_sandbox(None).await else {
             return;
         };
@@ -308,8 +318,9 @@ impl CriRuntime {
             seen.insert(id, entry);
         }
         let mut state = self.lock();
-        state.sandboxes = fresh;
-        state.containers = seen;
+        let state = &mut *state;
+        state.sandboxes = merge_relisted(&sandboxes_before, &mut state.sandboxes, fresh);
+        state.containers = merge_relisted(&containers_before, &mut state.containers, seen);
     }
 
     fn cached_from_status(&self, sandbox_id: &str, st: proto::ContainerStatus) -> CachedContainer {
@@ -618,6 +629,23 @@ fn state_code(s: &ContainerState) -> i32 {
         ContainerState::Running => proto::ContainerState::ContainerRunning as i32,
         ContainerState::Exited { .. } => proto::ContainerState::ContainerExited as i32,
     }
+}
+
+/// The cache after a relist: what the runtime listed, plus entries added to the cache while
+/// the listing ran (the listing may predate them), minus entries removed from it meanwhile
+/// (the listing may still show them). `before` holds the cache's keys when the listing began.
+fn merge_relisted<V>(
+    before: &HashSet<String>,
+    current: &mut HashMap<String, V>,
+    mut listed: HashMap<String, V>,
+) -> HashMap<String, V> {
+    listed.retain(|id, _| current.contains_key(id) || !before.contains(id));
+    for (id, entry) in current.drain() {
+        if !before.contains(&id) && !listed.contains_key(&id) {
+            listed.insert(id, entry);
+        }
+    }
+    listed
 }
 
 async fn relist_loop(rt: Weak<CriRuntime>) {
@@ -1358,6 +1386,27 @@ fn remove_dirs(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relist_keeps_what_was_added_and_drops_what_was_removed_while_it_listed() {
+        let map = |ids: &[&str]| -> HashMap<String, u8> {
+            ids.iter().map(|id| (id.to_string(), 0)).collect()
+        };
+        // The cache held `old` and `gone` when the listing began; meanwhile a sandbox `new`
+        // was run and `gone` was removed. The runtime listed `old`, `gone` and `restarted`
+        // (one the cache never had, e.g. from before an agent restart); `vanished` was in
+        // the cache and is no longer in the runtime.
+        let before: HashSet<String> = ["old", "gone", "vanished"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let mut current = map(&["old", "new", "vanished"]);
+        let listed = map(&["old", "gone", "restarted"]);
+        let merged = merge_relisted(&before, &mut current, listed);
+        let mut ids: Vec<&str> = merged.keys().map(String::as_str).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, ["new", "old", "restarted"]);
+    }
 
     #[test]
     fn image_names_are_normalized_like_containerd() {
