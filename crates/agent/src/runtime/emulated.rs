@@ -1,12 +1,13 @@
 //! The `emulated` runtime: no processes, a data-driven model of the container lifecycle (pull
 //! time from image size and bandwidth, start delay, run time and exit code, probe outcomes,
-//! hooks) read from [`super::behaviour`], with an OS personality.
+//! hooks) read from [`super::behaviour`], with an OS personality ([`personality`]).
 //!
 //! The Windows personality refuses what a Windows node refuses, with the messages a real node
 //! gives: an image (or pause image) built for a Windows build process isolation cannot run on
 //! the host, `hostNetwork` without HostProcess, memory-backed emptyDir, privileged containers;
 //! it never OOM-kills (Windows pages instead). The Linux personality refuses Windows images
-//! (no matching platform) and OOM-kills at `oom-after`.
+//! (no matching platform) and OOM-kills at `oom-after`. Both are data: one [`Personality`] per
+//! OS, with its golden cases beside it.
 //!
 //! Everything it reports says it is emulated: `containerRuntimeVersion` is
 //! `emulated://tandem-<version>`, container ids are `emulated://<hex>`, probe outputs say the
@@ -24,7 +25,6 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Container, Pod};
-use tandem_core::windows::ImageBuild;
 
 use super::behaviour::{Behaviour, HookBehaviour, StageFile};
 use super::{
@@ -35,10 +35,13 @@ use super::{
 use crate::clock::Clock;
 use crate::config::NodeOs;
 use crate::podnet::EmulatedNetwork;
-use crate::windows::{OS_MISMATCH_MESSAGE, WindowsVersion};
+use crate::windows::WindowsVersion;
 
 mod exec;
 mod network;
+pub mod personality;
+
+pub use personality::Personality;
 
 /// The pause image every node has.
 pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
@@ -62,6 +65,26 @@ pub struct EmulatedConfig {
     pub network: Option<Arc<EmulatedNetwork>>,
     /// The node's DNS settings, for the resolver of exec sessions.
     pub dns: crate::dns_config::NodeDns,
+}
+
+impl EmulatedConfig {
+    /// A node of `os` (and Windows build) named `node`, with nothing beyond the defaults: the
+    /// pause image [`PAUSE_IMAGE`] only, 100 MB/s pulls, no stage file, state in memory, no pod
+    /// network, the default DNS settings. Callers set the fields they need on the result.
+    pub fn new(os: NodeOs, windows_build: Option<WindowsVersion>) -> EmulatedConfig {
+        EmulatedConfig {
+            os,
+            windows_build,
+            bandwidth: 100_000_000,
+            pause_image: PAUSE_IMAGE.into(),
+            preloaded_images: Vec::new(),
+            stages: StageFile::default(),
+            state_dir: None,
+            node_name: "node".into(),
+            network: None,
+            dns: Default::default(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -174,25 +197,9 @@ impl EmulatedRuntime {
         std::fs::rename(&tmp, dir.join("emulated-runtime.json")).map_err(io)
     }
 
-    fn windows(&self) -> bool {
-        self.config.os == NodeOs::Windows
-    }
-
-    /// Whether the Windows host can run an image in process isolation; `Err` carries the HCS
-    /// message.
-    fn check_image_build(&self, image: &str) -> Result<(), RuntimeError> {
-        let (Some(host), Some(image_build)) = (
-            self.config.windows_build,
-            tandem_core::windows::image_windows_build(image),
-        ) else {
-            return Ok(());
-        };
-        if self.windows() && !host.host().runs(ImageBuild(image_build)) {
-            return Err(RuntimeError::Refused {
-                message: OS_MISMATCH_MESSAGE.to_string(),
-            });
-        }
-        Ok(())
+    /// What the node's OS refuses and how its containers end.
+    fn personality(&self) -> &'static Personality {
+        Personality::of(self.config.os)
     }
 
     /// Advances a record to `now`: a running container whose run time is over has exited; on
@@ -248,7 +255,7 @@ impl EmulatedRuntime {
                 },
             );
         }
-        if let (Some(oom), false) = (b.oom_after, self.windows()) {
+        if let (Some(oom), true) = (b.oom_after, self.personality().oom_kills) {
             consider(
                 started + oom,
                 ContainerState::Exited {
@@ -271,13 +278,11 @@ impl EmulatedRuntime {
                     },
                 );
             } else {
-                // Killed at the end of the grace period: SIGKILL on Linux; on Windows the
-                // container is terminated after the CTRL_SHUTDOWN_EVENT grace period.
-                let code = if self.windows() { 1 } else { 137 };
+                // Killed at the end of the grace period.
                 consider(
                     at + grace,
                     ContainerState::Exited {
-                        exit_code: code,
+                        exit_code: self.personality().killed_exit_code,
                         reason: "Error".into(),
                         message: None,
                     },
@@ -309,25 +314,6 @@ fn load_state(path: &Path) -> Result<State, RuntimeError> {
     }
 }
 
-fn is_host_process(pod: &Pod) -> bool {
-    let spec = pod.spec.as_ref();
-    let pod_level = spec
-        .and_then(|s| s.security_context.as_ref())
-        .and_then(|s| s.windows_options.as_ref())
-        .and_then(|w| w.host_process)
-        .unwrap_or(false);
-    pod_level
-        || spec.is_some_and(|s| {
-            s.containers.iter().any(|c| {
-                c.security_context
-                    .as_ref()
-                    .and_then(|s| s.windows_options.as_ref())
-                    .and_then(|w| w.host_process)
-                    == Some(true)
-            })
-        })
-}
-
 #[async_trait]
 impl Runtime for EmulatedRuntime {
     fn version(&self) -> String {
@@ -339,25 +325,11 @@ impl Runtime for EmulatedRuntime {
     }
 
     async fn run_sandbox(&self, config: &SandboxConfig) -> Result<SandboxInfo, RuntimeError> {
-        let host_network = config
-            .pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.host_network)
-            .unwrap_or(false);
-        if self.windows() {
-            if host_network && !is_host_process(&config.pod) {
-                return Err(RuntimeError::Refused {
-                    message: "failed to create pod sandbox: hostNetwork is not supported on Windows nodes for pods that are not HostProcess pods".into(),
-                });
-            }
-            self.check_image_build(&self.config.pause_image)
-                .map_err(|e| RuntimeError::Refused {
-                    message: format!(
-                        "failed to create pod sandbox with pause image {}: {e}",
-                        self.config.pause_image
-                    ),
-                })?;
+        let personality = self.personality();
+        if let Some(message) = personality.sandbox_refusal(&config.pod).or_else(|| {
+            personality.pause_image_refusal(self.config.windows_build, &self.config.pause_image)
+        }) {
+            return Err(RuntimeError::Refused { message });
         }
         let id = {
             let mut state = self.lock();
@@ -418,12 +390,8 @@ impl Runtime for EmulatedRuntime {
 
     async fn pull_image(&self, image: &str) -> Result<PullOutcome, RuntimeError> {
         let asked = tokio::time::Instant::now();
-        if !self.windows() && tandem_core::windows::is_known_windows_image(image) {
-            return Err(RuntimeError::Refused {
-                message: format!(
-                    "failed to pull and unpack image \"{image}\": no match for platform in manifest: not found (a Windows image on a Linux node)"
-                ),
-            });
+        if let Some(message) = self.personality().pull_refusal(image) {
+            return Err(RuntimeError::Refused { message });
         }
         let _serial = self.pull_lock.lock().await;
         if let Some(info) = self.image_status(image) {
@@ -458,21 +426,10 @@ impl Runtime for EmulatedRuntime {
     }
 
     async fn prepare_volumes(&self, pod: &Pod) -> Result<(), RuntimeError> {
-        if !self.windows() {
-            return Ok(());
+        match self.personality().volume_refusal(pod) {
+            Some(message) => Err(RuntimeError::Refused { message }),
+            None => Ok(()),
         }
-        let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
-        for v in volumes.into_iter().flatten() {
-            if v.empty_dir.as_ref().and_then(|e| e.medium.as_deref()) == Some("Memory") {
-                return Err(RuntimeError::Refused {
-                    message: format!(
-                        "MountVolume.SetUp failed for volume \"{}\" : memory-backed emptyDir (medium: Memory) is not supported on Windows nodes",
-                        v.name
-                    ),
-                });
-            }
-        }
-        Ok(())
     }
 
     async fn create_container(
@@ -482,18 +439,13 @@ impl Runtime for EmulatedRuntime {
         container: &Container,
         attempt: u32,
     ) -> Result<ContainerInfo, RuntimeError> {
-        if self.windows() {
-            if container
-                .security_context
-                .as_ref()
-                .and_then(|s| s.privileged)
-                == Some(true)
-            {
-                return Err(RuntimeError::Refused {
-                    message: "privileged containers are not supported on Windows".into(),
-                });
-            }
-            self.check_image_build(container.image.as_deref().unwrap_or_default())?;
+        let personality = self.personality();
+        let image = container.image.as_deref().unwrap_or_default();
+        if let Some(message) = personality
+            .container_refusal(container)
+            .or_else(|| personality.image_refusal(self.config.windows_build, image))
+        {
+            return Err(RuntimeError::Refused { message });
         }
         let is_init = pod
             .spec
@@ -870,25 +822,10 @@ impl Runtime for EmulatedRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::windows;
+    use crate::windows::{self, OS_MISMATCH_MESSAGE};
 
     fn runtime(os: NodeOs, build: Option<WindowsVersion>) -> EmulatedRuntime {
-        EmulatedRuntime::new(
-            EmulatedConfig {
-                os,
-                windows_build: build,
-                bandwidth: 100_000_000,
-                pause_image: PAUSE_IMAGE.into(),
-                preloaded_images: vec![],
-                stages: StageFile::default(),
-                state_dir: None,
-                node_name: "node".into(),
-                network: None,
-                dns: Default::default(),
-            },
-            Clock::new(),
-        )
-        .expect("runtime")
+        EmulatedRuntime::new(EmulatedConfig::new(os, build), Clock::new()).expect("runtime")
     }
 
     fn pod(json: serde_json::Value) -> Pod {
@@ -1073,16 +1010,9 @@ mod tests {
         let mk = || {
             EmulatedRuntime::new(
                 EmulatedConfig {
-                    os: NodeOs::Linux,
-                    windows_build: None,
                     bandwidth: 1,
-                    pause_image: PAUSE_IMAGE.into(),
-                    preloaded_images: vec![],
-                    stages: StageFile::default(),
                     state_dir: Some(dir.path().to_path_buf()),
-                    node_name: "node".into(),
-                    network: None,
-                    dns: Default::default(),
+                    ..EmulatedConfig::new(NodeOs::Linux, None)
                 },
                 Clock::new(),
             )

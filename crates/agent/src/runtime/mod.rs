@@ -1,8 +1,9 @@
 //! The `Runtime` trait: the node agent's one boundary to whatever runs containers, shaped after
 //! CRI v1 (`RuntimeService` + `ImageService`) but narrowed to what the pod workers use. Backends:
-//! [`emulated`] today; a CRI client to containerd is the next.
+//! [`emulated`] (no processes, behaviour from data) and [`cri`] (containerd).
 //!
-//! Contract every backend keeps:
+//! Contract every backend keeps (checked against both by `tests/runtime_contract.rs`, which also
+//! states where they differ by design):
 //! - sandbox, container and image operations are idempotent on their ids; a missing id is
 //!   [`RuntimeError::NotFound`];
 //! - state survives an agent restart as far as the backend can keep it, and

@@ -4,8 +4,7 @@
 use std::sync::Mutex;
 
 use super::*;
-use crate::runtime::behaviour::StageFile;
-use crate::runtime::emulated::{EmulatedConfig, EmulatedRuntime, PAUSE_IMAGE};
+use crate::runtime::emulated::{EmulatedConfig, EmulatedRuntime};
 use crate::windows::{self, OS_MISMATCH_MESSAGE, WindowsVersion};
 
 #[derive(Default)]
@@ -61,22 +60,7 @@ impl Recorder {
 
 fn context(os: NodeOs, build: Option<WindowsVersion>, rec: Arc<Recorder>) -> Arc<WorkerContext> {
     let clock = Clock::new();
-    let runtime = EmulatedRuntime::new(
-        EmulatedConfig {
-            os,
-            windows_build: build,
-            bandwidth: 100_000_000,
-            pause_image: PAUSE_IMAGE.into(),
-            preloaded_images: vec![],
-            stages: StageFile::default(),
-            state_dir: None,
-            node_name: "node".into(),
-            network: None,
-            dns: Default::default(),
-        },
-        clock,
-    )
-    .expect("runtime");
+    let runtime = EmulatedRuntime::new(EmulatedConfig::new(os, build), clock).expect("runtime");
     Arc::new(WorkerContext {
         node_name: "n".into(),
         node_os: os,
