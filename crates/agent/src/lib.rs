@@ -3,11 +3,10 @@
 //! the data-driven `emulated` one, with Linux and Windows personalities).
 //!
 //! Entry points: [`run`] for one node, [`parse_nodes_spec`]/[`default_nodes`] for `tandem up
-//! --nodes`, and [`bench::run_nodes_bench`] for `tandem bench nodes`.
+//! --nodes` (`tandem bench nodes` drives these from the `tandem` binary).
 
 pub mod admission;
 pub mod agent;
-pub mod bench;
 pub mod bootstrap;
 pub mod clock;
 pub mod config;

@@ -1,55 +1,13 @@
 //! Three node agents (Linux, Windows Server 2019, Windows Server 2022) against an in-process API
 //! server on an ephemeral port, driven with kube-rs.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use tandem_agent::{NodeConfig, default_nodes};
-use tandem_apiserver::{ApiServer, Config};
-use tandem_store::sqlite::{SqliteOptions, SqliteStore};
-
-async fn start_server(dir: &std::path::Path) -> Result<(ApiServer, Client)> {
-    let store = Arc::new(
-        SqliteStore::open(&dir.join("state.db"), SqliteOptions::default()).context("open store")?,
-    );
-    let kubeconfig = dir.join("kubeconfig");
-    let config = Config {
-        data_dir: dir.to_path_buf(),
-        bind: "127.0.0.1:0".parse()?,
-        kubeconfig: Some(kubeconfig.clone()),
-    };
-    let server = ApiServer::start(config, store)
-        .await
-        .context("start server")?;
-    let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-        .await?;
-    Ok((server, Client::try_from(cfg)?))
-}
-
-/// Polls `f` every 100 ms until it returns `Some`, failing after `secs`.
-async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {secs}s waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+use tandem_test_support::{TestServer, eventually};
 
 fn pod(name: &str, node: &str, os: &str, image: &str, annotations: serde_json::Value) -> Pod {
     serde_json::from_value(serde_json::json!({
@@ -84,14 +42,14 @@ fn waiting(p: &Pod) -> Option<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hybrid_cluster_nodes_and_pods_behave_like_kubelets() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (_server, client) = start_server(dir.path()).await.expect("server");
+    let ts = TestServer::start().await.expect("server");
+    let client = ts.client.clone();
     let nodes: Vec<NodeConfig> = default_nodes()
         .into_iter()
         .map(|mut n| {
             n.image_bandwidth = 10_000_000_000; // keep the emulated pulls short in a test
             n.timing.node_status_update_frequency = Duration::from_secs(1);
-            n.state_dir = Some(dir.path().join("agents").join(&n.name));
+            n.state_dir = Some(ts.data_dir.join("agents").join(&n.name));
             n
         })
         .collect();
@@ -350,11 +308,11 @@ async fn hybrid_cluster_nodes_and_pods_behave_like_kubelets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_restart_keeps_running_pods_and_reregisters() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (_server, client) = start_server(dir.path()).await.expect("server");
+    let ts = TestServer::start().await.expect("server");
+    let client = ts.client.clone();
     let mut cfg = NodeConfig::linux("linux-restart");
     cfg.pod_cidr = Some("10.244.9.0/24".into());
-    cfg.state_dir = Some(dir.path().join("agent"));
+    cfg.state_dir = Some(ts.data_dir.join("agent"));
     let agent = tokio::spawn(tandem_agent::run(client.clone(), cfg.clone()));
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     pods.create(
@@ -397,8 +355,8 @@ async fn agent_restart_keeps_running_pods_and_reregisters() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_on_a_shared_pod_watch_run_and_delete_only_their_own_pods() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (_server, client) = start_server(dir.path()).await.expect("server");
+    let ts = TestServer::start().await.expect("server");
+    let client = ts.client.clone();
     let mut shared = tandem_agent::SharedPodWatch::new(client.clone());
     let mut agents = Vec::new();
     for (i, name) in ["shared-a", "shared-b"].into_iter().enumerate() {
@@ -461,42 +419,4 @@ async fn agents_on_a_shared_pod_watch_run_and_delete_only_their_own_pods() {
         a.abort();
     }
     watch.abort();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bench_nodes_small_run_brings_every_deployment_pod_to_running() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (_server, client) = start_server(dir.path()).await.expect("server");
-    tandem_controllers::start_all(client.clone(), tandem_core::registry::Registry::builtin());
-    tokio::spawn(tandem_scheduler::run(
-        client.clone(),
-        tandem_scheduler::SchedulerOptions::default(),
-    ));
-    let clients = tandem_agent::bench::NodesBenchClients {
-        agents: vec![client.clone()],
-        bench: client.clone(),
-        probe: client,
-    };
-    let opts = tandem_agent::bench::NodesBenchOptions {
-        nodes: 10,
-        pods: 100,
-        replicas: 25,
-        pod_rate: 0.0,
-        timeout: Duration::from_secs(90),
-        watch_per_node: false,
-        networked: false,
-    };
-    let report = tandem_agent::bench::run_nodes_bench(clients, opts).await;
-    println!("{report}");
-    assert_eq!(report.deployments, 4, "{report}");
-    assert_eq!(
-        (report.pods_created, report.pods_running),
-        (100, 100),
-        "{report}"
-    );
-    assert!(
-        report.api_get.count > 0 && report.api_patch.count > 0,
-        "{report}"
-    );
-    assert!(report.peak_rss_bytes.is_some_and(|b| b > 0), "{report}");
 }

@@ -6,42 +6,16 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, LogParams, PostParams};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tandem_agent::NodeConfig;
-use tandem_apiserver::{ApiServer, Config};
-use tandem_store::sqlite::{SqliteOptions, SqliteStore};
+use tandem_apiserver::ApiServer;
+use tandem_test_support::{TestServer, within};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-async fn start_server(dir: &std::path::Path) -> Result<(ApiServer, Client)> {
-    let store = Arc::new(
-        SqliteStore::open(&dir.join("state.db"), SqliteOptions::default()).context("open store")?,
-    );
-    let kubeconfig = dir.join("kubeconfig");
-    let config = Config {
-        data_dir: dir.to_path_buf(),
-        bind: "127.0.0.1:0".parse()?,
-        kubeconfig: Some(kubeconfig.clone()),
-    };
-    let server = ApiServer::start(config, store)
-        .await
-        .context("start server")?;
-    let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-        .await?;
-    Ok((server, Client::try_from(cfg)?))
-}
-
-async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(20), f)
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
-}
 
 /// An emulated Linux node `node-a` on 127.0.0.1 whose agent trusts the server's CA, and a
 /// running pod `web` on it.
@@ -60,7 +34,7 @@ async fn node_with_a_running_pod(server: &ApiServer, client: &Client) -> Api<Pod
     pods.create(&PostParams::default(), &pod)
         .await
         .expect("create");
-    within("web Running", async {
+    within(20, "web Running", async {
         loop {
             let phase = pods.get("web").await.ok().and_then(|p| p.status?.phase);
             if phase.as_deref() == Some("Running") {
@@ -150,7 +124,7 @@ async fn websocket_exec(server: &ApiServer, pod: &str, command: &str) -> String 
 
 async fn read_more(stream: &mut (impl AsyncRead + Unpin), buf: &mut Vec<u8>) {
     let mut chunk = [0u8; 4096];
-    let n = within("bytes from the server", stream.read(&mut chunk))
+    let n = within(20, "bytes from the server", stream.read(&mut chunk))
         .await
         .expect("read");
     assert!(n > 0, "the connection closed early");
@@ -167,13 +141,13 @@ fn the_agent_serves_the_user_the_api_server_presents() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_and_exec_reach_the_agent_through_the_api_server_over_tls() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (server, client) = start_server(dir.path()).await.expect("server");
-    let pods = node_with_a_running_pod(&server, &client).await;
+    let ts = TestServer::start().await.expect("server");
+    let (server, client) = (&ts.server, ts.client.clone());
+    let pods = node_with_a_running_pod(server, &client).await;
 
     // The emulated runtime keeps no logs off the pod network: its refusal is the agent's
     // answer, so the request went through TLS and authorization.
-    let err = within("logs", pods.logs("web", &LogParams::default()))
+    let err = within(20, "logs", pods.logs("web", &LogParams::default()))
         .await
         .expect_err("emulated logs are refused");
     let kube::Error::Api(status) = err else {
@@ -185,6 +159,6 @@ async fn logs_and_exec_reach_the_agent_through_the_api_server_over_tls() {
         "{status:?}"
     );
 
-    let out = within("exec", websocket_exec(&server, "web", "hostname")).await;
+    let out = within(20, "exec", websocket_exec(server, "web", "hostname")).await;
     assert!(out.contains("web"), "{out:?}");
 }

@@ -7,9 +7,8 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service,
 };
@@ -18,30 +17,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use tandem_agent::Resources;
 use tandem_agent::env::{self, EnvContext};
 use tandem_agent::volumes::{self, HostMount};
-use tandem_apiserver::{ApiServer, Config};
-use tandem_store::sqlite::{SqliteOptions, SqliteStore};
-
-async fn start_server(dir: &Path) -> Result<(ApiServer, Client)> {
-    let store = Arc::new(
-        SqliteStore::open(&dir.join("state.db"), SqliteOptions::default()).context("open store")?,
-    );
-    let kubeconfig = dir.join("kubeconfig");
-    let config = Config {
-        data_dir: dir.to_path_buf(),
-        bind: "127.0.0.1:0".parse()?,
-        kubeconfig: Some(kubeconfig.clone()),
-    };
-    let server = ApiServer::start(config, store)
-        .await
-        .context("start server")?;
-    let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
-    let cfg = kube::config::Config::from_custom_kubeconfig(
-        kc,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await?;
-    Ok((server, Client::try_from(cfg)?))
-}
+use tandem_test_support::TestServer;
 
 async fn create<K>(client: &Client, namespace: Option<&str>, obj: serde_json::Value) -> Result<K>
 where
@@ -83,8 +59,8 @@ fn container_of(p: &Pod) -> Container {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn env_resolves_config_maps_secrets_fields_resources_and_services() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (_server, client) = start_server(dir.path()).await.expect("server");
+    let ts = TestServer::start().await.expect("server");
+    let client = ts.client.clone();
     create::<ConfigMap>(
         &client,
         None,
@@ -228,8 +204,8 @@ async fn env_resolves_config_maps_secrets_fields_resources_and_services() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn env_missing_references_fail_with_the_kubelet_messages() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (_server, client) = start_server(dir.path()).await.expect("server");
+    let ts = TestServer::start().await.expect("server");
+    let client = ts.client.clone();
     create::<ConfigMap>(
         &client,
         None,
@@ -299,8 +275,8 @@ fn mode_of(path: &Path) -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn volumes_are_materialised_and_mounted_like_the_kubelet() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (_server, client) = start_server(dir.path()).await.expect("server");
+    let ts = TestServer::start().await.expect("server");
+    let client = ts.client.clone();
     create::<ConfigMap>(
         &client,
         None,
@@ -317,7 +293,7 @@ async fn volumes_are_materialised_and_mounted_like_the_kubelet() {
     )
     .await
     .expect("secret");
-    let pv_dir = dir.path().join("pv-data");
+    let pv_dir = ts.data_dir.join("pv-data");
     std::fs::create_dir(&pv_dir).expect("pv dir");
     let pvc: PersistentVolumeClaim = create(
         &client,
@@ -347,7 +323,7 @@ async fn volumes_are_materialised_and_mounted_like_the_kubelet() {
         .await
         .expect("bind claim");
 
-    let host_dir = dir.path().join("host/logs");
+    let host_dir = ts.data_dir.join("host/logs");
     let p = pod(serde_json::json!({
         "metadata": {"name": "web-0", "namespace": "default", "uid": "uid-42",
                      "labels": {"tier": "frontend", "app": "web"},
@@ -410,7 +386,7 @@ async fn volumes_are_materialised_and_mounted_like_the_kubelet() {
         .create(&PostParams::default(), &stored)
         .await
         .expect("pod");
-    let pod_dir = dir.path().join("pods/uid-42");
+    let pod_dir = ts.data_dir.join("pods/uid-42");
     let vols = volumes::prepare(&client, &p, &pod_dir, &ctx())
         .await
         .expect("volumes");
@@ -543,8 +519,8 @@ async fn volumes_are_materialised_and_mounted_like_the_kubelet() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn volumes_that_cannot_be_set_up_fail_with_the_kubelet_messages() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (_server, client) = start_server(dir.path()).await.expect("server");
+    let ts = TestServer::start().await.expect("server");
+    let client = ts.client.clone();
     create::<PersistentVolumeClaim>(
         &client,
         None,
@@ -561,7 +537,7 @@ async fn volumes_that_cannot_be_set_up_fail_with_the_kubelet_messages() {
     )
     .await
     .expect("configmap");
-    let missing_dir = dir.path().join("does/not/exist");
+    let missing_dir = ts.data_dir.join("does/not/exist");
     let pod_with = |volume: serde_json::Value| {
         pod(serde_json::json!({
             "metadata": {"name": "p", "namespace": "default", "uid": "u"},
@@ -611,7 +587,7 @@ async fn volumes_that_cannot_be_set_up_fail_with_the_kubelet_messages() {
     ];
     for (volume, want) in cases {
         let p = pod_with(volume);
-        let err = volumes::prepare(&client, &p, &dir.path().join("pod"), &ctx())
+        let err = volumes::prepare(&client, &p, &ts.data_dir.join("pod"), &ctx())
             .await
             .expect_err(&want);
         assert_eq!(err.to_string(), want);
@@ -622,7 +598,7 @@ async fn volumes_that_cannot_be_set_up_fail_with_the_kubelet_messages() {
     let p = pod_with(
         serde_json::json!({"name": "conf", "configMap": {"name": "gone", "optional": true}}),
     );
-    let vols = volumes::prepare(&client, &p, &dir.path().join("pod"), &ctx())
+    let vols = volumes::prepare(&client, &p, &ts.data_dir.join("pod"), &ctx())
         .await
         .expect("optional configmap");
     let conf = &vols.get("conf").expect("conf").host_path;

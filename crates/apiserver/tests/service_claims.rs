@@ -16,20 +16,17 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
-use tandem_apiserver::{ApiServer, Config};
+use tandem_apiserver::ApiServer;
 use tandem_store::Store;
 use tandem_store::sqlite::{SqliteOptions, SqliteStore};
+use tandem_test_support::{ServerOptions, start_at_with};
 
 async fn server_on(store: Arc<dyn Store>, dir: &std::path::Path) -> (ApiServer, kube::Client) {
-    let kubeconfig = dir.join("kubeconfig");
-    let config = Config {
-        data_dir: dir.to_path_buf(),
-        bind: "127.0.0.1:0".parse().unwrap(),
-        kubeconfig: Some(kubeconfig.clone()),
+    let options = ServerOptions {
+        store: Some(store),
+        ..ServerOptions::default()
     };
-    let server = ApiServer::start(config, store).await.unwrap();
-    let client = common::client_for(&kubeconfig).await.unwrap();
-    (server, client)
+    start_at_with(dir, options).await.unwrap()
 }
 
 fn service(name: &str, node_port: bool) -> Service {

@@ -2,7 +2,6 @@
 //! as upstream's kube-controller-manager runs them, so they work in-process (`tandem up`/`server`)
 //! or in a separate process against any tandem or Kubernetes API server.
 
-pub mod bench;
 pub mod certificates;
 pub mod clock;
 pub mod clusterrole_aggregation;

@@ -2,7 +2,6 @@
 //! controller runs, so the test decides when Jobs finish.
 
 mod common;
-mod harness;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -105,7 +104,7 @@ async fn event_reasons(client: &Client, ns: &str) -> Result<Vec<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hourly_cronjob_creates_a_job_named_for_its_scheduled_minute() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     common::namespace(&s.client, "c1").await?;
     let clock = start_controller(&s.client);
     let t0 = clock.now_for_test();
@@ -150,7 +149,7 @@ async fn hourly_cronjob_creates_a_job_named_for_its_scheduled_minute() -> Result
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forbid_skips_while_a_job_runs_and_replace_replaces_it() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     common::namespace(&s.client, "c2").await?;
     let clock = start_controller(&s.client);
     let t0 = clock.now_for_test();
@@ -204,7 +203,7 @@ async fn forbid_skips_while_a_job_runs_and_replace_replaces_it() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspended_cronjob_and_starts_missed_beyond_the_deadline_create_nothing() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     common::namespace(&s.client, "c3").await?;
     let clock = start_controller(&s.client);
     let t0 = clock.now_for_test();
@@ -243,7 +242,7 @@ async fn suspended_cronjob_and_starts_missed_beyond_the_deadline_create_nothing(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_many_missed_starts_warn_and_run_only_the_latest() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     common::namespace(&s.client, "c4").await?;
     let clock = start_controller(&s.client);
     let t0 = clock.now_for_test();
@@ -270,7 +269,7 @@ async fn too_many_missed_starts_warn_and_run_only_the_latest() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finished_jobs_beyond_the_history_limits_are_deleted() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     common::namespace(&s.client, "c5").await?;
     let clock = start_controller(&s.client);
     let t0 = clock.now_for_test();

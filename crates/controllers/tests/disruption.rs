@@ -4,7 +4,6 @@
 //! `DisruptionTarget` conditions.
 
 mod common;
-mod harness;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -451,7 +450,7 @@ async fn bare_ready_pod(client: &Client, ns: &str, name: &str, conditions: Value
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disruption_is_forgotten_when_the_pod_is_not_deleted_in_time() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     let clock = FakeClock::new(Timestamp::now());
     common::namespace(&s.client, "exp").await?;
     let now = clock.now_string();
@@ -511,7 +510,7 @@ async fn a_disruption_is_forgotten_when_the_pod_is_not_deleted_in_time() -> Resu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_disruption_target_condition_is_reset_to_false() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     let clock = FakeClock::new(Timestamp::now());
     common::namespace(&s.client, "stale").await?;
     let old = clock.minus(Duration::from_secs(600));

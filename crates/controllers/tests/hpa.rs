@@ -3,7 +3,6 @@
 //! Also the autoscaling/v1 ⇄ v2 conversion and validation of the API.
 
 mod common;
-mod harness;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -137,7 +136,7 @@ async fn event_messages(client: &Client, ns: &str, reason: &str) -> Result<Vec<S
 
 #[tokio::test]
 async fn hpa_scales_up_on_cpu_and_down_after_the_stabilization_window() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     let client = s.client.clone();
     common::namespace(&client, "hpa").await?;
     workload(&client, "hpa", 2).await?;
@@ -240,7 +239,7 @@ async fn hpa_scales_up_on_cpu_and_down_after_the_stabilization_window() -> Resul
 
 #[tokio::test]
 async fn missing_scale_target_is_reported_as_failed_get_scale() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     let client = s.client.clone();
     common::namespace(&client, "hpa").await?;
     tokio::spawn(hpa::run(
@@ -280,7 +279,7 @@ fn hpa_api(client: &Client, version: &str) -> Api<DynamicObject> {
 
 #[tokio::test]
 async fn v1_and_v2_are_two_views_of_one_stored_object() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     let client = s.client.clone();
     let v1: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
@@ -323,7 +322,7 @@ async fn v1_and_v2_are_two_views_of_one_stored_object() -> Result<()> {
 
 #[tokio::test]
 async fn invalid_hpas_are_refused_with_field_paths() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     let client = s.client.clone();
     let bad: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",

@@ -3,9 +3,6 @@
 //! 1.5 s renew deadline and 0.3 s retry period unless a test needs otherwise. And the controllers'
 //! task scope: stopped controllers no longer act.
 
-mod harness;
-
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -18,6 +15,7 @@ use serde_json::json;
 use tandem_controllers::leader_election::{
     LeaderElectionConfig, LeaderElectionRecord, LeaderElector, Stopped,
 };
+use tandem_test_support::eventually;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -29,24 +27,6 @@ fn config(lease: &str, identity: &str) -> LeaderElectionConfig {
     c.renew_deadline = Duration::from_millis(1500);
     c.retry_period = Duration::from_millis(300);
     c
-}
-
-/// Polls `check` every 50 ms until it returns `Some`, failing after `limit`.
-async fn wait_for<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = check().await {
-            return Ok(v);
-        }
-        if Instant::now() > deadline {
-            anyhow::bail!("timed out after {limit:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 async fn record(client: &kube::Client, lease: &str) -> Result<LeaderElectionRecord> {
@@ -153,14 +133,14 @@ impl Candidate {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_candidates_on_one_lease_elect_exactly_one_leader() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     let leading = Arc::new(Leading::default());
     let a = Candidate::start(&s.client, config("pair", "a_1"), leading.clone())?;
     let b = Candidate::start(&s.client, config("pair", "b_1"), leading.clone())?;
-    wait_for(Duration::from_secs(10), "a leader", || async {
+    eventually(10, "a leader", || async {
         (a.started() + b.started() > 0).then_some(())
     })
-    .await?;
+    .await;
     // Several lease durations: the leader keeps renewing, the other never takes over.
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(leading.most.load(Ordering::SeqCst), 1, "never two at once");
@@ -191,13 +171,13 @@ async fn two_candidates_on_one_lease_elect_exactly_one_leader() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_that_stops_renewing_is_replaced_after_the_lease_duration() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     let leading = Arc::new(Leading::default());
     let a = Candidate::start(&s.client, config("crash", "a_1"), leading.clone())?;
-    wait_for(Duration::from_secs(10), "a leading", || async {
+    eventually(10, "a leading", || async {
         (a.started() == 1).then_some(())
     })
-    .await?;
+    .await;
     let b = Candidate::start(&s.client, config("crash", "b_1"), leading.clone())?;
     // b has seen a's record by now and waits.
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -206,10 +186,10 @@ async fn a_leader_that_stops_renewing_is_replaced_after_the_lease_duration() -> 
     // a dies without releasing: its task is dropped mid-term.
     a.task.abort();
     let killed = Instant::now();
-    wait_for(Duration::from_secs(15), "b leading", || async {
+    eventually(15, "b leading", || async {
         (b.started() == 1).then_some(())
     })
-    .await?;
+    .await;
     let waited = killed.elapsed();
     // b trusts its own clock of when the record last changed: a's last renewal was at most one
     // retry period (and a request) before the kill, and b waits a full lease duration after it.
@@ -227,7 +207,7 @@ async fn a_leader_that_stops_renewing_is_replaced_after_the_lease_duration() -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_released_lease_is_taken_over_without_waiting_for_it_to_expire() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     // A lease far longer than the test waits: only a release lets b in.
     let long = |id: &str| {
         let mut c = config("release", id);
@@ -237,10 +217,10 @@ async fn a_released_lease_is_taken_over_without_waiting_for_it_to_expire() -> Re
     };
     let leading = Arc::new(Leading::default());
     let a = Candidate::start(&s.client, long("a_1"), leading.clone())?;
-    wait_for(Duration::from_secs(10), "a leading", || async {
+    eventually(10, "a leading", || async {
         (a.started() == 1).then_some(())
     })
-    .await?;
+    .await;
     let b = Candidate::start(&s.client, long("b_1"), leading.clone())?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(b.started(), 0);
@@ -254,10 +234,10 @@ async fn a_released_lease_is_taken_over_without_waiting_for_it_to_expire() -> Re
             .as_slice(),
         [Stopped::Shutdown]
     );
-    wait_for(Duration::from_secs(10), "b leading", || async {
+    eventually(10, "b leading", || async {
         (b.started() == 1).then_some(())
     })
-    .await?;
+    .await;
     let rec = record(&s.client, "release").await?;
     assert_eq!(rec.holder_identity, "b_1");
     assert_eq!(rec.leader_transitions, 1);
@@ -273,7 +253,7 @@ async fn a_released_lease_is_taken_over_without_waiting_for_it_to_expire() -> Re
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_candidates_on_a_free_lease_never_both_win() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     let leases = Api::<Lease>::namespaced(s.client.clone(), NS);
     for round in 0..5 {
         // Free the Lease (or create it free), then let two fresh candidates race for it.
@@ -317,7 +297,7 @@ async fn racing_candidates_on_a_free_lease_never_both_win() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_overwritten_meanwhile_does_not_renew_over_the_new_holder() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     let mut a = LeaderElector::new(s.client.clone(), config("stale", "a_1"))?;
     assert!(a.try_acquire_or_renew().await, "a creates the Lease");
     assert!(a.is_leader());
@@ -344,13 +324,13 @@ async fn a_leader_overwritten_meanwhile_does_not_renew_over_the_new_holder() -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_that_loses_its_lease_stops_and_campaigns_again() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     let leading = Arc::new(Leading::default());
     let a = Candidate::start(&s.client, config("lost", "a_1"), leading.clone())?;
-    wait_for(Duration::from_secs(10), "a leading", || async {
+    eventually(10, "a leading", || async {
         (a.started() == 1).then_some(())
     })
-    .await?;
+    .await;
     // Another holder takes the Lease by force and keeps it fresh for a while: a's renewals
     // fail past the renew deadline.
     let leases = Api::<Lease>::namespaced(s.client.clone(), NS);
@@ -372,10 +352,10 @@ async fn a_leader_that_loses_its_lease_stops_and_campaigns_again() -> Result<()>
         "what a started was stopped"
     );
     // The intruder is gone: a takes the Lease again once its record expires.
-    wait_for(Duration::from_secs(10), "a leading again", || async {
+    eventually(10, "a leading again", || async {
         (a.started() == 2).then_some(())
     })
-    .await?;
+    .await;
     assert_eq!(record(&s.client, "lost").await?.holder_identity, "a_1");
     a.shut_down().await?;
     Ok(())
@@ -383,7 +363,7 @@ async fn a_leader_that_loses_its_lease_stops_and_campaigns_again() -> Result<()>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_controllers_no_longer_act() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     let rs = |name: &str| {
         json!({
             "apiVersion": "apps/v1", "kind": "ReplicaSet",
@@ -408,18 +388,14 @@ async fn stopped_controllers_no_longer_act() -> Result<()> {
         &serde_json::from_value(rs("before"))?,
     )
     .await?;
-    wait_for(
-        Duration::from_secs(20),
-        "the running controller's pod",
-        || async {
-            let list = pods
-                .list(&ListParams::default().labels("app=before"))
-                .await
-                .ok()?;
-            (!list.items.is_empty()).then_some(())
-        },
-    )
-    .await?;
+    eventually(20, "the running controller's pod", || async {
+        let list = pods
+            .list(&ListParams::default().labels("app=before"))
+            .await
+            .ok()?;
+        (!list.items.is_empty()).then_some(())
+    })
+    .await;
     assert!(scope.running() > 0);
     scope.stop();
     assert_eq!(scope.running(), 0);

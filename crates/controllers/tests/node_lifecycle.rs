@@ -2,7 +2,6 @@
 //! the node agent (Lease renewals, Ready heartbeats) and moves time instead of waiting for it.
 
 mod common;
-mod harness;
 
 use std::time::Duration;
 
@@ -127,7 +126,7 @@ async fn evicted(client: &Client, name: &str) -> Result<bool> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_without_lease_renewal_becomes_unknown_and_unreachable_then_recovers() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     let clock = FakeClock::new(Timestamp::now());
     register(&s.client, "n1").await?;
     start_controller(&s.client, &clock);
@@ -193,7 +192,7 @@ async fn node_without_lease_renewal_becomes_unknown_and_unreachable_then_recover
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_on_unreachable_node_are_evicted_when_their_toleration_runs_out() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     let clock = FakeClock::new(Timestamp::now());
     register(&s.client, "n2").await?;
     // Default tolerations from admission: unreachable for 300 s.
@@ -250,7 +249,7 @@ async fn pods_on_unreachable_node_are_evicted_when_their_toleration_runs_out() -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_not_tolerating_a_no_execute_taint_is_evicted_at_once() -> Result<()> {
-    let s = harness::start().await?;
+    let s = tandem_test_support::TestServer::start().await?;
     let clock = FakeClock::new(Timestamp::now());
     register(&s.client, "n3").await?;
     bound_pod(&s.client, "intolerant", "n3", serde_json::Value::Null).await?;

@@ -7,7 +7,6 @@
 //! - `handler`: one DNS message to a reply, a forward or nothing (pure);
 //! - `server`: UDP and TCP sockets; `forward`: upstream resolvers; `watch`: the API feed;
 //! - [`register_service`]: publishes the server as `kube-system/kube-dns`;
-//! - [`bench`]: a loopback load generator for `tandem bench services`.
 //!
 //! ```no_run
 //! # async fn run(client: kube::Client) -> Result<(), tandem_dns::DnsError> {
@@ -27,7 +26,6 @@
 
 use std::net::SocketAddr;
 
-pub mod bench;
 mod forward;
 mod handler;
 pub mod records;

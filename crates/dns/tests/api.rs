@@ -7,7 +7,6 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -18,41 +17,10 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
-use tandem_apiserver::{ApiServer, Config};
 use tandem_dns::{DnsConfig, DnsServer, register_service};
-use tandem_store::sqlite::{SqliteOptions, SqliteStore};
-use tempfile::TempDir;
+use tandem_test_support::TestServer;
 
 use common::{data, query, udp_ask};
-
-struct Cluster {
-    client: Client,
-    _server: ApiServer,
-    _dir: TempDir,
-}
-
-async fn cluster() -> Result<Cluster> {
-    let dir = tempfile::tempdir()?;
-    let store = Arc::new(SqliteStore::open(
-        &dir.path().join("state.db"),
-        SqliteOptions::default(),
-    )?);
-    let kubeconfig = dir.path().join("kubeconfig");
-    let config = Config {
-        data_dir: dir.path().to_path_buf(),
-        bind: "127.0.0.1:0".parse()?,
-        kubeconfig: Some(kubeconfig.clone()),
-    };
-    let server = ApiServer::start(config, store).await?;
-    let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-        .await?;
-    Ok(Cluster {
-        client: Client::try_from(cfg)?,
-        _server: server,
-        _dir: dir,
-    })
-}
 
 async fn dns(client: &Client) -> Result<DnsServer> {
     let config = DnsConfig {
@@ -88,7 +56,7 @@ async fn until(
 
 #[tokio::test]
 async fn objects_written_through_the_api_are_answered_within_a_second() -> Result<()> {
-    let cluster = cluster().await?;
+    let cluster = TestServer::start().await?;
     let services: Api<Service> = Api::namespaced(cluster.client.clone(), "default");
     let listed: Service = serde_json::from_value(json!({
         "metadata": { "name": "listed" },
@@ -167,7 +135,7 @@ async fn objects_written_through_the_api_are_answered_within_a_second() -> Resul
 
 #[tokio::test]
 async fn register_service_publishes_the_server_as_kube_dns() -> Result<()> {
-    let cluster = cluster().await?;
+    let cluster = TestServer::start().await?;
     let server = dns(&cluster.client).await?;
     let at = server.local_addrs()[0];
     let dns_ip = "10.96.0.10".parse()?;

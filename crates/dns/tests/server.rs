@@ -16,7 +16,7 @@ use hickory_proto::rr::{RData, Record, RecordType};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde_json::json;
-use tandem_dns::{DnsConfig, DnsServer, Index, bench};
+use tandem_dns::{DnsConfig, DnsServer, Index};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
@@ -477,26 +477,4 @@ async fn no_listen_address_is_an_error() {
     let result =
         DnsServer::start_with_index(DnsConfig::default(), Arc::new(RwLock::new(index()))).await;
     assert!(matches!(result, Err(tandem_dns::DnsError::NoListenAddress)));
-}
-
-#[tokio::test]
-async fn bench_helper_measures_answered_queries() -> Result<()> {
-    let server = start(vec![]).await;
-    let at = server.local_addrs()[0];
-    let names: Vec<String> = [
-        "kubernetes.default.svc.cluster.local",
-        "web-1.web.ns.svc.cluster.local",
-    ]
-    .map(String::from)
-    .to_vec();
-    let report = bench::query_load(at, &names, 4, Duration::from_secs(5), 2000).await;
-    assert_eq!(report.queries, 2000);
-    assert_eq!(report.errors, 0);
-    assert!(report.qps > 0.0);
-    assert!(report.p50 > Duration::ZERO && report.p50 <= report.p99);
-    // Bounded in time as well.
-    let report = bench::query_load(at, &names, 2, Duration::from_millis(200), u64::MAX).await;
-    assert!(report.elapsed < Duration::from_secs(2));
-    assert!(report.queries > 0);
-    Ok(())
 }

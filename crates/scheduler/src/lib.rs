@@ -3,23 +3,25 @@
 //! ([`run`]) that watches pods and nodes through the API, binds pods, preempts pods of lower
 //! priority ([`preemption`]) and explains refusals.
 //!
-//! The framework ([`framework`], [`plugins`], [`snapshot`]) is pure and unit-tested; only
-//! [`scheduler`] (the loop) and [`bench`] do I/O, through kube-rs.
+//! The framework ([`framework`] with its [`profile`] of [`plugins`] behind the extension-point
+//! traits of [`plugin`], [`snapshot`]) is pure and unit-tested; only
+//! [`scheduler`] (the loop) does I/O, through kube-rs.
 
-pub mod bench;
+pub mod cycle_state;
 pub mod framework;
 pub mod labels;
 pub mod metrics;
 pub mod os;
+pub mod plugin;
 pub mod plugins;
 pub mod preemption;
+pub mod profile;
 pub mod queue;
 pub mod resources;
 pub mod scheduler;
 pub mod signature;
 pub mod snapshot;
 
-pub use bench::{BenchError, BenchReport, run_bench};
 pub use framework::{FitError, Framework, FrameworkOptions, Placement, TieBreak};
 pub use metrics::SchedulerMetrics;
 pub use scheduler::{DEFAULT_SCHEDULER_NAME, SchedulerHandle, SchedulerOptions, Stats, run, start};

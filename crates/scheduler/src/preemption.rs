@@ -33,8 +33,10 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::framework::{Code, CycleState, FitError, run_filters};
+use crate::framework::FitError;
 use crate::labels::Selector;
+use crate::plugin::Code;
+use crate::profile::Profile;
 use crate::snapshot::{PodInfo, PodKey, Snapshot, pod_key, pod_priority};
 
 /// Upstream `DefaultPreemptionArgs.MinCandidateNodesPercentage`.
@@ -168,15 +170,17 @@ pub fn split_by_pdb_violation(
 type NodeStatus = (Vec<String>, Code);
 
 /// Runs the filters for `pod` on `node` in `snapshot`: `Ok` when it fits, else the reasons.
-fn fits(snapshot: &Snapshot, pod: &Pod, node: &str, os_placement: bool) -> Result<(), NodeStatus> {
+fn fits(snapshot: &Snapshot, pod: &Pod, node: &str, profile: &Profile) -> Result<(), NodeStatus> {
     let Some(info) = snapshot.node(node) else {
         return Err((
             vec![NOT_HELPFUL.to_string()],
             Code::UnschedulableAndUnresolvable,
         ));
     };
-    let cs = CycleState::new(pod, snapshot, os_placement);
-    run_filters(&cs, info, os_placement).map_err(|r| (r.reasons(&cs, info), r.code()))
+    let cs = profile.pre_filter(pod, snapshot);
+    profile
+        .run_filters(&cs, info)
+        .map_err(|r| (r.reasons(&cs, info), r.code()))
 }
 
 /// Upstream `SelectVictimsOnNode`: the fewest, least important pods on `node` whose removal
@@ -187,7 +191,7 @@ pub fn select_victims_on_node(
     pod: &Pod,
     node: &str,
     pdbs: &[Pdb],
-    os_placement: bool,
+    profile: &Profile,
 ) -> Result<(Vec<Arc<PodInfo>>, usize), NodeStatus> {
     let priority = pod_priority(pod);
     let mut potential: Vec<Arc<PodInfo>> = work
@@ -209,7 +213,7 @@ pub fn select_victims_on_node(
     for p in &potential {
         work.remove_pod(&p.key);
     }
-    let result = reprieve(work, pod, node, &mut potential, pdbs, os_placement);
+    let result = reprieve(work, pod, node, &mut potential, pdbs, profile);
     for p in &potential {
         if work.pod_node(&p.key).is_none() {
             work.add_pod(p.clone());
@@ -226,9 +230,9 @@ fn reprieve(
     node: &str,
     potential: &mut [Arc<PodInfo>],
     pdbs: &[Pdb],
-    os_placement: bool,
+    profile: &Profile,
 ) -> Result<(Vec<Arc<PodInfo>>, usize), NodeStatus> {
-    fits(work, pod, node, os_placement)?;
+    fits(work, pod, node, profile)?;
     potential.sort_by(|a, b| importance(a, b));
     let (violating, fine) = split_by_pdb_violation(potential, pdbs);
     let mut victims = Vec::new();
@@ -236,7 +240,7 @@ fn reprieve(
     for (group, counts) in [(&violating, true), (&fine, false)] {
         for p in group {
             work.add_pod(p.clone());
-            if fits(work, pod, node, os_placement).is_err() {
+            if fits(work, pod, node, profile).is_err() {
                 work.remove_pod(&p.key);
                 victims.push(p.clone());
                 if counts {
@@ -374,7 +378,7 @@ pub fn preempt(
     snapshot: &Snapshot,
     preemptor: Preemptor<'_>,
     pdbs: &[Pdb],
-    os_placement: bool,
+    profile: &Profile,
     offset: usize,
 ) -> Result<Candidate, NotPreempting> {
     let Preemptor {
@@ -404,7 +408,7 @@ pub fn preempt(
                 continue;
             }
             let work = work.get_or_insert_with(|| snapshot.clone());
-            match select_victims_on_node(work, pod, &node.name, pdbs, os_placement) {
+            match select_victims_on_node(work, pod, &node.name, pdbs, profile) {
                 Ok((victims, _)) if victims.is_empty() => statuses.push((
                     i,
                     vec![format!(
@@ -528,6 +532,7 @@ mod tests {
 
     use super::*;
     use crate::framework::{Framework, FrameworkOptions, TieBreak};
+    use crate::plugins::default_profile;
 
     /// A Linux node with `cpu` allocatable CPUs.
     fn node(name: &str, cpu: &str) -> Node {
@@ -598,7 +603,7 @@ mod tests {
                 fit: &f,
             },
             pdbs,
-            true,
+            &default_profile(true),
             0,
         )
     }
@@ -730,7 +735,7 @@ mod tests {
                 fit: &f,
             },
             &[],
-            true,
+            &default_profile(true),
             0,
         );
         assert_eq!(
@@ -835,7 +840,7 @@ mod tests {
         let (a, b) = (pod("a", "2", 0, 1), pod("b", "2", 0, 2));
         let mut s = cluster(&[node("n1", "4")], &[(&a, "n1"), (&b, "n1")]);
         let high = pod("high", "4", 100, -1);
-        select_victims_on_node(&mut s, &high, "n1", &[], true).expect("victims");
+        select_victims_on_node(&mut s, &high, "n1", &[], &default_profile(true)).expect("victims");
         let n = s.node("n1").expect("node n1");
         assert_eq!(n.pods.len(), 2);
         assert_eq!(n.requested.milli_cpu, 4000);

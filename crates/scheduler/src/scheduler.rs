@@ -670,7 +670,7 @@ impl Loop {
             &self.snapshot,
             preemptor,
             &pdbs,
-            self.framework.options().os_placement,
+            self.framework.profile(),
             self.preempt_offset,
         );
         fit.post_filter = Some(match &outcome {

@@ -1,7 +1,10 @@
 //! Pod scheduling signatures: pods that ask for the same placement (OS, Windows builds, node
 //! name, tolerations, node selector and required node affinity) get the same answer from the
 //! node-only filters (OS placement, NodeUnschedulable, NodeName, TaintToleration, NodeAffinity)
-//! on every node, so those answers are remembered per signature until a node changes.
+//! on every node, so those answers are remembered per signature until a node changes. Each
+//! node-only filter writes its part of the signature
+//! ([`FilterPlugin::sign`](crate::plugin::FilterPlugin::sign)); the
+//! [`Profile`](crate::profile::Profile) joins them.
 //!
 //! This is the idea of upstream's opportunistic batching (KEP-5598, pod scheduling signatures):
 //! the pods of one workload are alike, and re-checking their labels and taints against thousands
@@ -11,8 +14,6 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-
-use crate::framework::CycleState;
 
 /// Signatures remembered at most; beyond this the memo starts over (pods with one-off
 /// constraints, such as DaemonSet pods pinned to a node each, must not make it grow forever).
@@ -35,7 +36,7 @@ pub struct StaticFits {
     generation: u64,
     /// Signature → answers; `None` for a signature seen once (a pod whose constraints no other
     /// pod shares costs no more than it did without the memo).
-    memo: HashMap<String, Option<Answers>>,
+    memo: HashMap<Vec<u8>, Option<Answers>>,
 }
 
 /// The answers for one scheduling cycle: a view of the memo entry of the pod's signature.
@@ -62,15 +63,15 @@ impl Lookup<'_> {
 }
 
 impl StaticFits {
-    /// The answers to use for the pod of `cs` on a snapshot of `nodes` nodes at node generation
-    /// `generation`. Everything remembered for an older generation is dropped first: node
-    /// positions and node-only fields may have changed.
-    pub fn lookup(&mut self, cs: &CycleState<'_>, generation: u64, nodes: usize) -> Lookup<'_> {
+    /// The answers to use for a pod of signature `key` (`None`: no memo for this pod) on a
+    /// snapshot of `nodes` nodes at node generation `generation`. Everything remembered for an
+    /// older generation is dropped first: node positions and node-only fields may have changed.
+    pub fn lookup(&mut self, key: Option<Vec<u8>>, generation: u64, nodes: usize) -> Lookup<'_> {
         if self.generation != generation || self.memo.len() >= MAX_SIGNATURES {
             self.memo.clear();
             self.generation = generation;
         }
-        let Some(key) = signature(cs) else {
+        let Some(key) = key else {
             return Lookup { answers: None };
         };
         match self.memo.entry(key) {
@@ -91,23 +92,4 @@ impl StaticFits {
             }
         }
     }
-}
-
-/// What the node-only filters read of the pod, as one string; `None` when it cannot be encoded
-/// (never for objects that came from the API).
-fn signature(cs: &CycleState<'_>) -> Option<String> {
-    let builds: Vec<String> = cs
-        .image_builds
-        .iter()
-        .map(|(_, build)| build.to_string())
-        .collect();
-    let constraints = (
-        cs.os.as_str(),
-        builds,
-        cs.node_name,
-        cs.tolerations,
-        cs.node_affinity.required.node_selector(),
-        cs.node_affinity.required.terms(),
-    );
-    serde_json::to_string(&constraints).ok()
 }

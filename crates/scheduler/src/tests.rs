@@ -5,9 +5,10 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
-use crate::framework::{
-    CycleState, FitError, Framework, FrameworkOptions, TieBreak, run_filters, score_nodes,
-};
+use crate::framework::{FitError, Framework, FrameworkOptions, TieBreak};
+use crate::plugin::ScorePlugin;
+use crate::plugins::default_profile;
+use crate::plugins::node_resources::BalancedAllocation;
 use crate::snapshot::{NodeChange, PodInfo, Snapshot};
 
 fn merge(base: &mut Value, patch: Value) {
@@ -93,10 +94,11 @@ fn upstream() -> FrameworkOptions {
 
 /// Which nodes pass the filters for `p`, by name, in snapshot order.
 fn feasible(s: &Snapshot, p: &Pod, os_placement: bool) -> Vec<String> {
-    let cs = CycleState::new(p, s, os_placement);
+    let profile = default_profile(os_placement);
+    let cs = profile.pre_filter(p, s);
     s.nodes()
         .iter()
-        .filter(|n| run_filters(&cs, n, os_placement).is_ok())
+        .filter(|n| profile.run_filters(&cs, n).is_ok())
         .map(|n| n.name.clone())
         .collect()
 }
@@ -353,8 +355,9 @@ fn prefer_no_schedule_taints_lower_the_score() {
             json!({"tolerations": [{"key": "k", "operator": "Exists", "effect": "PreferNoSchedule"}]}),
         ),
     );
-    let cs = CycleState::new(&tolerant, &s, true);
-    let scores = score_nodes(&cs, &s, &[0, 1]);
+    let profile = default_profile(true);
+    let mut cs = profile.pre_filter(&tolerant, &s);
+    let scores = profile.score_nodes(&mut cs, &s, &[0, 1]);
     assert_eq!(
         scores[0], scores[1],
         "a tolerated PreferNoSchedule taint costs nothing"
@@ -445,14 +448,15 @@ fn least_allocated_prefers_the_emptier_node() {
 fn balanced_allocation_prefers_even_utilisation() {
     let s = snapshot(&[node("n", json!({}))]);
     let p = pod("p", requests("2", "16Gi"));
-    let cs = CycleState::new(&p, &s, true);
-    assert_eq!(
-        crate::plugins::node_resources::balanced_allocation(&cs, &s.nodes()[0]),
-        100
-    );
+    let profile = default_profile(true);
+    let balanced = |p: &Pod| {
+        let mut cs = profile.pre_filter(p, &s);
+        let _ = BalancedAllocation.pre_score(&mut cs);
+        BalancedAllocation.score(&cs, &s.nodes()[0], &s)
+    };
+    assert_eq!(balanced(&p), 100);
     let skewed = pod("q", requests("4", "100Mi"));
-    let cs = CycleState::new(&skewed, &s, true);
-    assert!(crate::plugins::node_resources::balanced_allocation(&cs, &s.nodes()[0]) < 60);
+    assert!(balanced(&skewed) < 60);
 }
 
 // ----- NodePorts -----

@@ -2,38 +2,13 @@
 //! bindings, the Unschedulable condition and the FailedScheduling/Scheduled events observed
 //! through it.
 
-use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
-
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use tandem_apiserver::{ApiServer, Config};
 use tandem_scheduler::{SchedulerOptions, start};
-use tandem_store::sqlite::{SqliteOptions, SqliteStore};
-
-async fn start_server(dir: &Path) -> Result<(ApiServer, Client)> {
-    let store = Arc::new(
-        SqliteStore::open(&dir.join("state.db"), SqliteOptions::default()).context("open store")?,
-    );
-    let kubeconfig = dir.join("kubeconfig");
-    let config = Config {
-        data_dir: dir.to_path_buf(),
-        bind: "127.0.0.1:0".parse()?,
-        kubeconfig: Some(kubeconfig.clone()),
-    };
-    let server = ApiServer::start(config, store)
-        .await
-        .context("start server")?;
-    let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await?;
-    Ok((server, Client::try_from(config)?))
-}
+use tandem_test_support::{TestServer, eventually, within};
 
 async fn create_node(
     client: &Client,
@@ -87,25 +62,6 @@ fn pod(name: &str, spec: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}}, "spec": spec})
 }
 
-/// Polls `f` until it returns `Some`, for at most `secs` seconds.
-async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {secs}s waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 async fn node_of(api: &Api<Pod>, name: &str) -> Option<String> {
     api.get(name).await.ok()?.spec?.node_name
 }
@@ -126,8 +82,8 @@ async fn event_message(client: &Client, ns: &str, pod: &str, reason: &str) -> Op
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduler_binds_explains_and_retries_through_the_api() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let (_server, client) = start_server(dir.path()).await?;
+    let ts = TestServer::start().await?;
+    let client = ts.client.clone();
     let ns: Namespace = serde_json::from_value(
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "sched"}}),
     )?;
@@ -154,9 +110,7 @@ async fn scheduler_binds_explains_and_retries_through_the_api() -> Result<()> {
     .await?;
 
     let mut scheduler = start(client.clone(), SchedulerOptions::default());
-    tokio::time::timeout(Duration::from_secs(20), scheduler.ready())
-        .await
-        .context("scheduler ready")?;
+    within(20, "scheduler ready", scheduler.ready()).await;
 
     // win-webserver.yaml's template: ltsc2019 image, nodeSelector os=windows, two replicas.
     for name in ["win-webserver-a", "win-webserver-b"] {
@@ -284,8 +238,8 @@ async fn scheduler_binds_explains_and_retries_through_the_api() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tainted_windows_nodes_and_wrong_os_are_explained() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let (_server, client) = start_server(dir.path()).await?;
+    let ts = TestServer::start().await?;
+    let client = ts.client.clone();
     let taint = json!([{"key": "os", "value": "windows", "effect": "NoSchedule"}]);
     create_node(&client, "linux-1", "linux", None, json!([])).await?;
     create_node(&client, "linux-2", "linux", None, json!([])).await?;
@@ -298,9 +252,7 @@ async fn tainted_windows_nodes_and_wrong_os_are_explained() -> Result<()> {
     )
     .await?;
     let mut scheduler = start(client.clone(), SchedulerOptions::default());
-    tokio::time::timeout(Duration::from_secs(20), scheduler.ready())
-        .await
-        .context("scheduler ready")?;
+    within(20, "scheduler ready", scheduler.ready()).await;
 
     create_pod(
         &client,

@@ -13,6 +13,12 @@ use tokio::sync::Mutex;
 
 use crate::ServerArgs;
 
+pub(crate) mod controllers;
+pub(crate) mod dns_load;
+pub(crate) mod nodes;
+pub(crate) mod rss;
+pub(crate) mod scheduler;
+
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// API server: concurrent pod creates, a full LIST and watch delivery latency on a fresh
@@ -311,10 +317,9 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                     "tandem bench scheduler: {} nodes, {} pods (in-process API server on a {})",
                     b.nodes, b.pods, handle.description
                 );
-                let report =
-                    tandem_scheduler::bench::run_bench(client, scheduler_client, b.nodes, b.pods)
-                        .await
-                        .map_err(|e| anyhow::anyhow!("scheduler bench failed: {e}"))?;
+                let report = scheduler::run_bench(client, scheduler_client, b.nodes, b.pods)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("scheduler bench failed: {e}"))?;
                 println!("{report}");
             }
             Ok(())
@@ -339,7 +344,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                 "tandem bench controllers: Deployment scaled 0 → {} replicas on {} emulated Linux nodes (scheduler, controllers, agents and API server in this process)",
                 b.replicas, b.nodes
             );
-            let report = tandem_controllers::bench::bench_deployment_scale(client, b.replicas)
+            let report = controllers::bench_deployment_scale(client, b.replicas)
                 .await
                 .map_err(|e| anyhow::anyhow!("controllers bench failed: {e}"))?;
             println!("{report}");
@@ -367,7 +372,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             for _ in 0..agent_clients {
                 agents.push(crate::h2_client::client_from(&kubeconfig).await?);
             }
-            let clients = tandem_agent::bench::NodesBenchClients {
+            let clients = nodes::NodesBenchClients {
                 agents,
                 bench: crate::cluster::client_from(&kubeconfig).await?,
                 probe: crate::cluster::client_from(&kubeconfig).await?,
@@ -383,9 +388,9 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                     "unpaced".into()
                 }
             );
-            let report = tandem_agent::bench::run_nodes_bench(
+            let report = nodes::run_nodes_bench(
                 clients,
-                tandem_agent::bench::NodesBenchOptions {
+                nodes::NodesBenchOptions {
                     nodes: b.nodes,
                     pods: b.pods,
                     replicas: b.replicas,
@@ -423,25 +428,35 @@ pub(crate) async fn bench_server_in(
     store: &crate::store::StoreArgs,
 ) -> anyhow::Result<(tandem_apiserver::ApiServer, kube::Client)> {
     let args = ServerArgs {
+        store: store.clone(),
+        ..server_args(dir)
+    };
+    let (server, _store) = crate::cluster::start(&args).await?;
+    let client = crate::cluster::client_from(&args.kubeconfig_path()).await?;
+    Ok((server, client))
+}
+
+/// The flags of a benchmark's API server with its data in `dir`: a free loopback port, privileged
+/// pods allowed, authorization and flow control at their library defaults, the SQLite store, and
+/// no resource metrics scraped (benchmark servers run no node agents). Benchmarks change a field
+/// or two with struct update syntax.
+pub(crate) fn server_args(dir: &std::path::Path) -> ServerArgs {
+    ServerArgs {
         data_dir: dir.to_path_buf(),
         port: 0,
-        bind_address: "127.0.0.1".parse()?,
+        bind_address: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
         kubeconfig: None,
         allow_privileged: true,
         upstream_os_placement: false,
         service_cidr: "10.96.0.0/12".to_string(),
         authorization_mode: Default::default(),
-        // Nothing to scrape: benchmark servers run no node agents.
-        metric_resolution: std::time::Duration::ZERO,
-        hpa_sync_period: std::time::Duration::from_secs(15),
-        hpa_downscale_stabilization: std::time::Duration::from_secs(300),
-        store: store.clone(),
+        metric_resolution: Duration::ZERO,
+        hpa_sync_period: Duration::from_secs(15),
+        hpa_downscale_stabilization: Duration::from_secs(300),
+        store: Default::default(),
         leader_election: Default::default(),
         flow_control: Default::default(),
-    };
-    let (server, _store) = crate::cluster::start(&args).await?;
-    let client = crate::cluster::client_from(&args.kubeconfig_path()).await?;
-    Ok((server, client))
+    }
 }
 
 pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -484,21 +499,8 @@ async fn api(b: &ApiBench, store: BenchStore, metrics: bool) -> anyhow::Result<A
     let dir = tempfile::tempdir().context("cannot create a temp dir")?;
     let handle = bench_store(store, dir.path()).await?;
     let args = ServerArgs {
-        data_dir: dir.path().to_path_buf(),
-        port: 0,
-        bind_address: "127.0.0.1".parse()?,
-        kubeconfig: None,
-        allow_privileged: true,
-        upstream_os_placement: false,
-        service_cidr: "10.96.0.0/12".to_string(),
-        authorization_mode: Default::default(),
-        // Nothing to scrape: benchmark servers run no node agents.
-        metric_resolution: std::time::Duration::ZERO,
-        hpa_sync_period: std::time::Duration::from_secs(15),
-        hpa_downscale_stabilization: std::time::Duration::from_secs(300),
         store: handle.args.clone(),
-        leader_election: Default::default(),
-        flow_control: Default::default(),
+        ..server_args(dir.path())
     };
     let server_metrics = metrics.then(tandem_apiserver::metrics::ServerMetrics::standalone);
     let (server, _store) = crate::cluster::start_with_metrics(&args, server_metrics).await?;

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, PostParams};
-use tandem_agent::bench::{BenchReport, NAMESPACE, NETWORKED_CLUSTER_CIDR, NETWORKED_PORT};
 use tandem_proxy::{ProxyConfig, ServiceProxy};
 
+use crate::bench::nodes::{BenchReport, NAMESPACE, NETWORKED_CLUSTER_CIDR, NETWORKED_PORT};
 use crate::node_network::cidr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -82,20 +82,8 @@ pub async fn run(b: OverloadBench) -> anyhow::Result<()> {
     anyhow::ensure!(b.nodes > 0, "--nodes must be at least 1");
     let dir = tempfile::tempdir().context("cannot create a temp dir")?;
     let args = ServerArgs {
-        data_dir: dir.path().to_path_buf(),
-        port: 0,
-        bind_address: "127.0.0.1".parse()?,
-        kubeconfig: None,
-        allow_privileged: true,
-        upstream_os_placement: false,
-        service_cidr: "10.96.0.0/12".to_string(),
-        authorization_mode: Default::default(),
-        metric_resolution: Duration::ZERO,
-        hpa_sync_period: Duration::from_secs(15),
-        hpa_downscale_stabilization: Duration::from_secs(300),
-        store: Default::default(),
-        leader_election: Default::default(),
         flow_control: b.flow_control.clone(),
+        ..crate::bench::server_args(dir.path())
     };
     let (server, _store) = crate::cluster::start(&args).await?;
     let admin = crate::cluster::client_from(&args.kubeconfig_path()).await?;

@@ -55,21 +55,8 @@ pub async fn compare(pods: usize, clients: usize) -> anyhow::Result<()> {
 async fn run(pods: usize, clients: usize, mode: AuthorizationMode) -> anyhow::Result<Figures> {
     let dir = tempfile::tempdir().context("cannot create a temp dir")?;
     let args = ServerArgs {
-        data_dir: dir.path().to_path_buf(),
-        port: 0,
-        bind_address: "127.0.0.1".parse()?,
-        kubeconfig: None,
-        allow_privileged: true,
-        upstream_os_placement: false,
-        service_cidr: "10.96.0.0/12".to_string(),
         authorization_mode: mode,
-        // Nothing to scrape: benchmark servers run no node agents.
-        metric_resolution: std::time::Duration::ZERO,
-        hpa_sync_period: std::time::Duration::from_secs(15),
-        hpa_downscale_stabilization: std::time::Duration::from_secs(300),
-        store: Default::default(),
-        leader_election: Default::default(),
-        flow_control: Default::default(),
+        ..crate::bench::server_args(dir.path())
     };
     let (server, _store) = crate::cluster::start(&args).await?;
     let admin = crate::cluster::client_from(&args.kubeconfig_path()).await?;

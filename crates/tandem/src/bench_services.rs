@@ -302,7 +302,7 @@ pub async fn run(b: ServicesBench) -> anyhow::Result<()> {
     let names: Vec<String> = (0..created.min(1_000))
         .map(|i| format!("svc-{}.{NAMESPACE}.svc.cluster.local", (i * 7919) % created))
         .collect();
-    let report = tandem_dns::bench::query_load(
+    let report = crate::bench::dns_load::query_load(
         addr,
         &names,
         b.dns_concurrency,

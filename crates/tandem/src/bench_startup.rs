@@ -157,7 +157,7 @@ pub async fn run(b: StartupBench) -> anyhow::Result<()> {
             None
         }
     };
-    let rss = tandem_controllers::bench::peak_rss_kib();
+    let rss = crate::bench::rss::peak_rss_kib();
 
     let teardown = delete_pods(&client, b.concurrency).await;
     agent.abort();

@@ -783,7 +783,7 @@ pub fn bench(objects: usize) -> anyhow::Result<()> {
         report.objects as f64 / elapsed.as_secs_f64(),
         report.findings.len()
     );
-    match tandem_controllers::bench::peak_rss_kib() {
+    match crate::bench::rss::peak_rss_kib() {
         Some(k) => println!("peak RSS (VmHWM): {:.1} MiB", k as f64 / 1024.0),
         None => println!("peak RSS (VmHWM): unavailable"),
     }

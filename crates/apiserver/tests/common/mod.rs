@@ -1,100 +1,20 @@
-//! Shared harness for the API server's integration tests: an in-process server on an ephemeral
-//! port over a SQLite store in a temporary directory, and a `kube::Client` authenticated with the
-//! admin kubeconfig the server writes.
+//! Shared helpers for the API server's integration tests: the in-process server, clients and
+//! deadlines of `tandem-test-support` (re-exported), and what only these tests need: raw HTTP
+//! exchanges, `Status` assertions and fixtures.
 //!
-//! Each test binary includes this module with `mod common;`; not every binary uses every helper.
-#![allow(dead_code)]
+//! Each test binary includes this module with `mod common;`; not every binary uses every helper
+//! or re-export.
+#![allow(dead_code, unused_imports)]
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-use anyhow::{Context, Result};
 use http_body_util::BodyExt;
 use kube::Client;
 use kube::core::Status;
 use serde_json::Value;
-use tandem_apiserver::{ApiServer, Config};
-use tandem_store::sqlite::{SqliteOptions, SqliteStore};
-use tempfile::TempDir;
-
-/// A running API server and a client for it. Dropping it stops the listener; the temporary data
-/// directory lives as long as the value.
-pub struct TestServer {
-    pub client: Client,
-    pub server: ApiServer,
-    pub data_dir: PathBuf,
-    _dir: Option<TempDir>,
-}
+pub use tandem_test_support::{TestServer, client_for, start_at, with_server_then_stop, within};
 
 /// Starts a server on a fresh temporary data directory.
 pub async fn start() -> TestServer {
-    let dir = tempfile::tempdir().expect("create temp dir");
-    let (server, client) = start_at(dir.path()).await.expect("start API server");
-    TestServer {
-        client,
-        server,
-        data_dir: dir.path().to_path_buf(),
-        _dir: Some(dir),
-    }
-}
-
-/// Starts a server on `data_dir` (which may hold the state of an earlier server), returning the
-/// server and an admin client. The caller keeps `data_dir` alive.
-pub async fn start_at(data_dir: &Path) -> Result<(ApiServer, Client)> {
-    let store = Arc::new(
-        SqliteStore::open(&data_dir.join("state.db"), SqliteOptions::default())
-            .context("open store")?,
-    );
-    let kubeconfig = data_dir.join("kubeconfig");
-    let config = Config {
-        data_dir: data_dir.to_path_buf(),
-        bind: "127.0.0.1:0".parse()?,
-        kubeconfig: Some(kubeconfig.clone()),
-    };
-    let server = ApiServer::start(config, store)
-        .await
-        .context("start server")?;
-    let client = client_for(&kubeconfig).await?;
-    Ok((server, client))
-}
-
-/// A `kube::Client` built from a kubeconfig file, as a controller would build one.
-pub async fn client_for(kubeconfig: &Path) -> Result<Client> {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).context("read kubeconfig")?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .context("load kubeconfig")?;
-    Ok(Client::try_from(config)?)
-}
-
-/// Runs `f` against a server on `data_dir` inside its own runtime on its own thread, then shuts
-/// that runtime down, which ends every task holding the store so the data directory can be opened
-/// again by a later server (the store holds an exclusive lock on its file while open).
-pub fn with_server_then_stop<T, F, Fut>(data_dir: &Path, f: F) -> T
-where
-    T: Send + 'static,
-    F: FnOnce(Client) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = T>,
-{
-    let data_dir = data_dir.to_path_buf();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let out = rt.block_on(async move {
-            let (server, client) = start_at(&data_dir).await.expect("start first server");
-            let out = f(client).await;
-            drop(server);
-            out
-        });
-        rt.shutdown_timeout(std::time::Duration::from_secs(10));
-        out
-    })
-    .join()
-    .expect("first server thread")
+    TestServer::start().await.expect("start API server")
 }
 
 /// The `Status` of a failed call; panics with the outcome if the call did not fail with an API
@@ -243,12 +163,4 @@ pub async fn namespace(client: &Client, name: &str) -> String {
         .await
         .expect("create namespace");
     name.to_string()
-}
-
-/// Runs a future with a deadline so a missing event fails the test instead of hanging it.
-pub async fn within<F: std::future::Future>(secs: u64, what: &str, f: F) -> F::Output {
-    match tokio::time::timeout(std::time::Duration::from_secs(secs), f).await {
-        Ok(v) => v,
-        Err(_) => panic!("timed out after {secs}s waiting for {what}"),
-    }
 }

@@ -1,54 +1,28 @@
-//! Shared harness for the controllers' integration tests: an in-process API server on an
-//! ephemeral port over a SQLite store in a temporary directory, every controller started against
-//! it, and helpers that play the node agent's part (marking pods Ready) and wait with deadlines.
+//! Shared harness for the controllers' integration tests: the in-process API server of
+//! `tandem-test-support` with every controller started against it, and helpers that play the
+//! node agent's part (marking pods Ready). Waiting is `tandem_test_support::wait_for`, re-exported.
 #![allow(dead_code)]
 
-use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use tandem_apiserver::{ApiServer, Config};
-use tandem_store::sqlite::{SqliteOptions, SqliteStore};
-use tempfile::TempDir;
+pub use tandem_test_support::{TestServer, wait_for};
 
 /// A running API server with every controller, and an admin client.
-pub struct Cluster {
-    pub client: Client,
-    pub server: ApiServer,
-    _dir: TempDir,
-}
+pub type Cluster = TestServer;
 
 /// Starts a server and `tandem_controllers::start_all` against it.
 pub async fn start() -> Result<Cluster> {
-    let dir = tempfile::tempdir().context("temp dir")?;
-    let store = Arc::new(
-        SqliteStore::open(&dir.path().join("state.db"), SqliteOptions::default())
-            .context("open store")?,
+    let cluster = TestServer::start().await?;
+    tandem_controllers::start_all(
+        cluster.client.clone(),
+        tandem_core::registry::Registry::builtin(),
     );
-    let kubeconfig = dir.path().join("kubeconfig");
-    let config = Config {
-        data_dir: dir.path().to_path_buf(),
-        bind: "127.0.0.1:0".parse()?,
-        kubeconfig: Some(kubeconfig.clone()),
-    };
-    let server = ApiServer::start(config, store)
-        .await
-        .context("start server")?;
-    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).context("read kubeconfig")?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-        .await?;
-    let client = Client::try_from(cfg)?;
-    tandem_controllers::start_all(client.clone(), tandem_core::registry::Registry::builtin());
-    Ok(Cluster {
-        client,
-        server,
-        _dir: dir,
-    })
+    Ok(cluster)
 }
 
 /// Creates a namespace.
@@ -73,27 +47,6 @@ where
     Ok(Api::<K>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &obj)
         .await?)
-}
-
-/// Polls `check` every 100 ms until it returns `Some`, failing after `secs` seconds.
-pub async fn wait_for<T, F, Fut>(secs: u64, what: &str, mut check: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    let mut last_err = None;
-    loop {
-        match check().await {
-            Ok(Some(v)) => return Ok(v),
-            Ok(None) => {}
-            Err(e) => last_err = Some(e),
-        }
-        if tokio::time::Instant::now() > deadline {
-            anyhow::bail!("timed out after {secs}s waiting for {what} (last error: {last_err:?})");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Pods in `ns` that are not being deleted.

@@ -2,7 +2,10 @@
 //! how widely the image is spread (so one node holding a popular image does not attract
 //! everything). Mirrors upstream `pkg/scheduler/framework/plugins/imagelocality`.
 
-use crate::framework::CycleState;
+use std::sync::Arc;
+
+use crate::cycle_state::CycleState;
+use crate::plugin::{Plugin, ScorePlugin, Status};
 use crate::snapshot::{NodeInfo, Snapshot};
 
 const MB: i64 = 1024 * 1024;
@@ -21,20 +24,60 @@ pub fn normalized_image_name(name: &str) -> String {
     }
 }
 
-/// Score (0–100).
-pub fn score(cs: &CycleState<'_>, node: &NodeInfo, snapshot: &Snapshot) -> i64 {
-    if cs.images.is_empty() || node.images.is_empty() {
-        return 0;
+/// The ImageLocality plugin (score, 0–100).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ImageLocality;
+
+/// The normalised image names of every container of the pod (the plugin's PreScore state).
+#[derive(Debug)]
+struct Images(Vec<String>);
+
+impl Plugin for ImageLocality {
+    fn name(&self) -> &'static str {
+        "ImageLocality"
     }
-    let total = snapshot.nodes().len().max(1) as f64;
-    let mut sum: i64 = 0;
-    for image in &cs.images {
-        if let Some(size) = node.images.get(image) {
-            let spread = snapshot.image_node_count(image) as f64 / total;
-            sum += (*size as f64 * spread) as i64;
+
+    fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
+        Some(self)
+    }
+}
+
+impl ScorePlugin for ImageLocality {
+    fn pre_score(&self, cs: &mut CycleState<'_>) -> Status {
+        let images = cs
+            .pod
+            .spec
+            .as_ref()
+            .map(|s| {
+                s.init_containers
+                    .iter()
+                    .flatten()
+                    .chain(&s.containers)
+                    .filter_map(|c| c.image.as_deref().map(normalized_image_name))
+                    .collect()
+            })
+            .unwrap_or_default();
+        cs.write(Images(images));
+        Status::Success
+    }
+
+    fn score(&self, cs: &CycleState<'_>, node: &NodeInfo, snapshot: &Snapshot) -> i64 {
+        let Some(Images(images)) = cs.read() else {
+            return 0;
+        };
+        if images.is_empty() || node.images.is_empty() {
+            return 0;
         }
+        let total = snapshot.nodes().len().max(1) as f64;
+        let mut sum: i64 = 0;
+        for image in images {
+            if let Some(size) = node.images.get(image) {
+                let spread = snapshot.image_node_count(image) as f64 / total;
+                sum += (*size as f64 * spread) as i64;
+            }
+        }
+        let max = MAX_CONTAINER_THRESHOLD * images.len() as i64;
+        let sum = sum.clamp(MIN_THRESHOLD, max);
+        100 * (sum - MIN_THRESHOLD) / (max - MIN_THRESHOLD)
     }
-    let max = MAX_CONTAINER_THRESHOLD * cs.images.len() as i64;
-    let sum = sum.clamp(MIN_THRESHOLD, max);
-    100 * (sum - MIN_THRESHOLD) / (max - MIN_THRESHOLD)
 }

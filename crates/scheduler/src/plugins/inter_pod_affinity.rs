@@ -5,11 +5,13 @@
 //! `pkg/scheduler/framework/plugins/interpodaffinity` (`filtering.go`).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm};
 
-use crate::framework::{Code, CycleState, Rejection};
+use crate::cycle_state::CycleState;
 use crate::labels::Selector;
+use crate::plugin::{Code, FilterPlugin, Plugin, PreFilterPlugin, Rejection, Status};
 use crate::snapshot::{NodeInfo, Snapshot};
 
 /// Upstream `ErrReasonExistingAntiAffinityRulesNotMatch`.
@@ -63,7 +65,7 @@ type TopologyPair = (String, String);
 
 /// What the filter needs, computed once per pod from every placed pod.
 #[derive(Debug, Default)]
-pub struct PreState {
+struct PreState {
     affinity: Vec<AffinityTerm>,
     anti_affinity: Vec<AffinityTerm>,
     affinity_counts: HashMap<TopologyPair, i64>,
@@ -93,9 +95,13 @@ fn terms(pod: &Pod, anti: bool, ns: &str) -> Vec<AffinityTerm> {
         .collect()
 }
 
-/// PreFilter: `None` when neither the pod nor any placed pod has required (anti-)affinity, so
-/// the filter costs nothing.
-pub fn pre_filter(
+/// The InterPodAffinity plugin (pre-filter, filter; required terms only).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InterPodAffinity;
+
+/// The filter's state: `None` when neither the pod nor any placed pod has required
+/// (anti-)affinity, so the filter costs nothing.
+fn pre_filter(
     pod: &Pod,
     namespace: &str,
     labels: &BTreeMap<String, String>,
@@ -176,9 +182,40 @@ fn count(map: &HashMap<TopologyPair, i64>, key: &str, value: &str) -> i64 {
         .sum()
 }
 
-/// Filter.
-pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
-    let Some(st) = cs.inter_pod.as_ref() else {
+impl Plugin for InterPodAffinity {
+    fn name(&self) -> &'static str {
+        "InterPodAffinity"
+    }
+
+    fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
+        Some(self)
+    }
+
+    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        Some(self)
+    }
+}
+
+impl PreFilterPlugin for InterPodAffinity {
+    fn pre_filter(&self, cs: &mut CycleState<'_>, snapshot: &Snapshot) -> Status {
+        match pre_filter(cs.pod, cs.namespace, cs.labels, snapshot) {
+            Some(state) => {
+                cs.write(state);
+                Status::Success
+            }
+            None => Status::Skip,
+        }
+    }
+}
+
+impl FilterPlugin for InterPodAffinity {
+    fn filter(&self, cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
+        filter(cs, node)
+    }
+}
+
+fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
+    let Some(st) = cs.read::<PreState>() else {
         return Ok(());
     };
     let existing_blocks = st
@@ -186,7 +223,7 @@ pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
         .iter()
         .any(|((k, v), c)| *c > 0 && node.labels.get(k) == Some(v));
     if existing_blocks {
-        return Err(Rejection::Reason(
+        return Err(Rejection::new(
             ERR_EXISTING_ANTI_AFFINITY,
             Code::Unschedulable,
         ));
@@ -201,7 +238,7 @@ pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
                     }
                 }
                 None => {
-                    return Err(Rejection::Reason(
+                    return Err(Rejection::new(
                         ERR_AFFINITY,
                         Code::UnschedulableAndUnresolvable,
                     ));
@@ -210,7 +247,7 @@ pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
         }
         let first_of_its_kind = st.affinity_counts.is_empty() && st.self_matches_all_affinity;
         if !pods_exist && !first_of_its_kind {
-            return Err(Rejection::Reason(
+            return Err(Rejection::new(
                 ERR_AFFINITY,
                 Code::UnschedulableAndUnresolvable,
             ));
@@ -220,7 +257,7 @@ pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
         if let Some(v) = node.labels.get(&t.topology_key)
             && count(&st.anti_affinity_counts, &t.topology_key, v) > 0
         {
-            return Err(Rejection::Reason(ERR_ANTI_AFFINITY, Code::Unschedulable));
+            return Err(Rejection::new(ERR_ANTI_AFFINITY, Code::Unschedulable));
         }
     }
     Ok(())

@@ -1,10 +1,13 @@
 //! NodePorts: two pods cannot take the same host port (per protocol; a `0.0.0.0` host IP
 //! conflicts with every IP). Mirrors upstream `pkg/scheduler/framework/plugins/nodeports`.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::framework::{Code, CycleState, Rejection};
-use crate::snapshot::NodeInfo;
+use crate::cycle_state::CycleState;
+use crate::plugin::{Code, FilterPlugin, Plugin, PreFilterPlugin, Rejection, Status};
+use crate::snapshot::{NodeInfo, Snapshot};
 
 /// Upstream `nodeports.ErrReason`.
 pub const ERR_REASON: &str = "node(s) didn't have free ports for the requested pod ports";
@@ -54,15 +57,52 @@ pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
         .collect()
 }
 
-/// Filter.
-pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
-    let clash = cs
-        .host_ports
-        .iter()
-        .any(|want| node.used_ports.iter().any(|used| used.conflicts(want)));
-    if clash {
-        Err(Rejection::Reason(ERR_REASON, Code::Unschedulable))
-    } else {
-        Ok(())
+/// The NodePorts plugin (pre-filter, filter).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NodePorts;
+
+/// The pod's host ports (upstream `preFilterState`).
+#[derive(Debug)]
+struct Wanted(Vec<HostPort>);
+
+impl Plugin for NodePorts {
+    fn name(&self) -> &'static str {
+        "NodePorts"
+    }
+
+    fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
+        Some(self)
+    }
+
+    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        Some(self)
+    }
+}
+
+impl PreFilterPlugin for NodePorts {
+    /// A pod without host ports skips the filter.
+    fn pre_filter(&self, cs: &mut CycleState<'_>, _: &Snapshot) -> Status {
+        let ports = host_ports(cs.pod);
+        if ports.is_empty() {
+            return Status::Skip;
+        }
+        cs.write(Wanted(ports));
+        Status::Success
+    }
+}
+
+impl FilterPlugin for NodePorts {
+    fn filter(&self, cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
+        let Some(Wanted(wanted)) = cs.read() else {
+            return Ok(());
+        };
+        let clash = wanted
+            .iter()
+            .any(|want| node.used_ports.iter().any(|used| used.conflicts(want)));
+        if clash {
+            Err(Rejection::new(ERR_REASON, Code::Unschedulable))
+        } else {
+            Ok(())
+        }
     }
 }

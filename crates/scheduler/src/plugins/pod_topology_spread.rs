@@ -6,12 +6,14 @@
 //! `pkg/scheduler/framework/plugins/podtopologyspread` (`filtering.go`).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::framework::{Code, CycleState, Rejection};
+use crate::cycle_state::CycleState;
 use crate::labels::Selector;
-use crate::plugins::node_affinity::NodeAffinity;
+use crate::plugin::{Code, FilterPlugin, Plugin, PreFilterPlugin, Rejection, Status};
+use crate::plugins::node_affinity::PodNodeAffinity;
 use crate::snapshot::{NodeInfo, Snapshot};
 
 /// Upstream `ErrReasonConstraintsNotMatch`.
@@ -33,16 +35,21 @@ struct Constraint {
 
 /// Per-pod state: each hard constraint with its per-domain counts.
 #[derive(Debug, Default)]
-pub struct PreState {
+struct PreState {
     constraints: Vec<Constraint>,
 }
 
-/// PreFilter: `None` when the pod has no `DoNotSchedule` constraint.
-pub fn pre_filter(
+/// The PodTopologySpread plugin (pre-filter, filter; hard constraints only).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PodTopologySpread;
+
+/// Each hard constraint with its per-domain counts: `None` when the pod has no
+/// `DoNotSchedule` constraint.
+fn pre_filter(
     pod: &Pod,
     namespace: &str,
     labels: &BTreeMap<String, String>,
-    affinity: &NodeAffinity<'_>,
+    affinity: &PodNodeAffinity<'_>,
     snapshot: &Snapshot,
 ) -> Option<PreState> {
     let raw = pod.spec.as_ref()?.topology_spread_constraints.as_ref()?;
@@ -95,22 +102,50 @@ pub fn pre_filter(
     Some(PreState { constraints })
 }
 
-/// Filter.
-pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
-    let Some(st) = cs.spread.as_ref() else {
-        return Ok(());
-    };
-    for c in &st.constraints {
-        let Some(v) = node.labels.get(&c.topology_key) else {
-            return Err(Rejection::Reason(
-                ERR_MISSING_LABEL,
-                Code::UnschedulableAndUnresolvable,
-            ));
-        };
-        let here = c.counts.get(v).copied().unwrap_or(0);
-        if here + i64::from(c.self_match) - c.min > c.max_skew {
-            return Err(Rejection::Reason(ERR_CONSTRAINTS, Code::Unschedulable));
+impl Plugin for PodTopologySpread {
+    fn name(&self) -> &'static str {
+        "PodTopologySpread"
+    }
+
+    fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
+        Some(self)
+    }
+
+    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        Some(self)
+    }
+}
+
+impl PreFilterPlugin for PodTopologySpread {
+    /// A pod without hard constraints skips the filter.
+    fn pre_filter(&self, cs: &mut CycleState<'_>, snapshot: &Snapshot) -> Status {
+        match pre_filter(cs.pod, cs.namespace, cs.labels, &cs.node_affinity, snapshot) {
+            Some(state) => {
+                cs.write(state);
+                Status::Success
+            }
+            None => Status::Skip,
         }
     }
-    Ok(())
+}
+
+impl FilterPlugin for PodTopologySpread {
+    fn filter(&self, cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
+        let Some(st) = cs.read::<PreState>() else {
+            return Ok(());
+        };
+        for c in &st.constraints {
+            let Some(v) = node.labels.get(&c.topology_key) else {
+                return Err(Rejection::new(
+                    ERR_MISSING_LABEL,
+                    Code::UnschedulableAndUnresolvable,
+                ));
+            };
+            let here = c.counts.get(v).copied().unwrap_or(0);
+            if here + i64::from(c.self_match) - c.min > c.max_skew {
+                return Err(Rejection::new(ERR_CONSTRAINTS, Code::Unschedulable));
+            }
+        }
+        Ok(())
+    }
 }

@@ -43,9 +43,10 @@ use serde_json::json;
 use tandem_core::scheduling::node_affinity::match_node_selector_terms;
 use tokio::sync::mpsc;
 
-use crate::framework::{Code, CycleState, Rejection};
+use crate::cycle_state::CycleState;
+use crate::plugin::{Code, FilterPlugin, Plugin, PreFilterPlugin, Rejection, Status};
 use crate::plugins::node_affinity::view;
-use crate::snapshot::NodeInfo;
+use crate::snapshot::{NodeInfo, Snapshot};
 
 /// Upstream `ErrReasonNodeConflict`.
 pub const ERR_REASON_NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
@@ -268,41 +269,77 @@ pub fn topologies_match(terms: &[TopologySelectorTerm], node: &NodeInfo) -> bool
         })
 }
 
-/// Filter.
-pub fn filter(cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
-    let Some(state) = &cs.volumes else {
-        return Ok(());
-    };
-    if state.failure.is_some() {
-        return Err(Rejection::VolumePreFilter);
-    }
-    for terms in &state.bound {
-        if !match_node_selector_terms(terms, view(node)) {
-            return Err(Rejection::Reason(
-                ERR_REASON_NODE_CONFLICT,
-                Code::UnschedulableAndUnresolvable,
-            ));
-        }
-    }
-    for claim in &state.delayed {
-        let elsewhere = claim.selected.as_deref().is_some_and(|s| s != node.name);
-        if elsewhere || !topologies_match(&claim.topologies, node) {
-            return Err(Rejection::Reason(
-                ERR_REASON_BIND_CONFLICT,
-                Code::UnschedulableAndUnresolvable,
-            ));
-        }
-    }
-    Ok(())
-}
+/// The VolumeBinding plugin (pre-filter, filter; its PreBind is [`pre_bind`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct VolumeBinding;
 
 /// The words of a PreFilter rejection.
-pub fn pre_filter_reasons(cs: &CycleState<'_>) -> Vec<String> {
-    cs.volumes
-        .as_ref()
+fn explain_pre_filter(cs: &CycleState<'_>, _: &NodeInfo, _: usize) -> Vec<String> {
+    cs.read::<PreState>()
         .and_then(|s| s.failure.clone())
         .into_iter()
         .collect()
+}
+
+impl Plugin for VolumeBinding {
+    fn name(&self) -> &'static str {
+        "VolumeBinding"
+    }
+
+    fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
+        Some(self)
+    }
+
+    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        Some(self)
+    }
+}
+
+impl PreFilterPlugin for VolumeBinding {
+    /// A pod without claims (or before the claims are listed) skips the filter.
+    fn pre_filter(&self, cs: &mut CycleState<'_>, snapshot: &Snapshot) -> Status {
+        match pre_filter(cs.pod, cs.namespace, snapshot.volumes()) {
+            Some(state) => {
+                cs.write(state);
+                Status::Success
+            }
+            None => Status::Skip,
+        }
+    }
+}
+
+impl FilterPlugin for VolumeBinding {
+    fn filter(&self, cs: &CycleState<'_>, node: &NodeInfo) -> Result<(), Rejection> {
+        let Some(state) = cs.read::<PreState>() else {
+            return Ok(());
+        };
+        if state.failure.is_some() {
+            // The pod's claims rule out every node: preemption cannot help.
+            return Err(Rejection::deferred(
+                Code::UnschedulableAndUnresolvable,
+                explain_pre_filter,
+                0,
+            ));
+        }
+        for terms in &state.bound {
+            if !match_node_selector_terms(terms, view(node)) {
+                return Err(Rejection::new(
+                    ERR_REASON_NODE_CONFLICT,
+                    Code::UnschedulableAndUnresolvable,
+                ));
+            }
+        }
+        for claim in &state.delayed {
+            let elsewhere = claim.selected.as_deref().is_some_and(|s| s != node.name);
+            if elsewhere || !topologies_match(&claim.topologies, node) {
+                return Err(Rejection::new(
+                    ERR_REASON_BIND_CONFLICT,
+                    Code::UnschedulableAndUnresolvable,
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The delayed claims of `pod` the binding task must give a node to and wait for.
@@ -523,10 +560,11 @@ mod tests {
     }
 
     fn verdicts(s: &Snapshot, pod: &Pod) -> Vec<Result<(), Vec<String>>> {
-        let cs = CycleState::new(pod, s, true);
+        let mut cs = CycleState::new(pod);
+        let _ = PreFilterPlugin::pre_filter(&VolumeBinding, &mut cs, s);
         s.nodes()
             .iter()
-            .map(|n| filter(&cs, n).map_err(|r| r.reasons(&cs, n)))
+            .map(|n| VolumeBinding.filter(&cs, n).map_err(|r| r.reasons(&cs, n)))
             .collect()
     }
 

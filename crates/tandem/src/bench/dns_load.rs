@@ -1,6 +1,7 @@
 //! A UDP load generator for the DNS server, as `tandem bench services` runs it: `concurrency`
 //! clients, each with its own socket, send A queries for `names` round-robin, one outstanding
-//! query each, until `duration` has passed or `max_queries` have been sent.
+//! query each, until `duration` has passed or `max_queries` have been sent. It lived in
+//! `tandem-dns` until issue 23 moved the benchmarks out of the library crates.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -287,5 +288,37 @@ mod tests {
                 ))
             });
         assert_eq!(report.ok(), Some(LoadReport::default()));
+    }
+
+    /// The load against a real server answering from a small index: every query of a bounded
+    /// run answered, and a run bounded in time ends in time.
+    #[tokio::test]
+    async fn the_load_measures_answered_queries_and_stops_in_time() {
+        let mut index = tandem_dns::Index::new("cluster.local", 30).expect("index");
+        let service = serde_json::json!({
+            "metadata": { "name": "kubernetes", "namespace": "default" },
+            "spec": { "clusterIP": "10.96.0.1",
+                      "ports": [{ "name": "https", "port": 443, "protocol": "TCP" }] }
+        });
+        index.upsert_service(&serde_json::from_value(service).expect("service"));
+        let config = tandem_dns::DnsConfig {
+            listen: vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 0))],
+            ..tandem_dns::DnsConfig::default()
+        };
+        let index = Arc::new(std::sync::RwLock::new(index));
+        let server = tandem_dns::DnsServer::start_with_index(config, index)
+            .await
+            .expect("dns server");
+        let at = server.local_addrs()[0];
+        let names: Vec<String> = ["kubernetes.default.svc.cluster.local", "nope.cluster.local"]
+            .map(String::from)
+            .to_vec();
+        let report = query_load(at, &names, 4, Duration::from_secs(5), 2000).await;
+        assert_eq!((report.queries, report.errors), (2000, 0), "{report:?}");
+        assert!(report.qps > 0.0);
+        assert!(report.p50 > Duration::ZERO && report.p50 <= report.p99);
+        let report = query_load(at, &names, 2, Duration::from_millis(200), u64::MAX).await;
+        assert!(report.elapsed < Duration::from_secs(2));
+        assert!(report.queries > 0);
     }
 }

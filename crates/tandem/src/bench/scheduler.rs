@@ -2,7 +2,9 @@
 //! scheduler binds them. Comparable to upstream's `scheduler_perf` SchedulingBasic workload
 //! (5,000 nodes / 10,000 pods), with a hybrid twist: half the nodes are Linux, half Windows
 //! (tainted `os=windows:NoSchedule`, split between Server 2019 and 2022), and the pods are a mix of
-//! Linux pods and Windows pods for each build, with node selectors and tolerations.
+//! Linux pods and Windows pods for each build, with node selectors and tolerations. It lived in
+//! `tandem-scheduler` until issue 23 moved the benchmarks out of the library crates; it starts
+//! the scheduler through that crate's public [`tandem_scheduler::start`].
 
 use std::collections::HashMap;
 use std::fmt;
@@ -10,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use anyhow::Context;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -18,33 +21,10 @@ use serde_json::json;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use crate::scheduler::{SchedulerOptions, start};
+use tandem_scheduler::{SchedulerOptions, start};
 
 /// The namespace the bench creates its pods in.
 pub const BENCH_NAMESPACE: &str = "bench-scheduler";
-
-/// What went wrong in a bench run.
-#[derive(Debug, thiserror::Error)]
-pub enum BenchError {
-    #[error("failed to create the bench namespace")]
-    Namespace(#[source] kube::Error),
-    #[error("failed to create node {name}")]
-    Node {
-        name: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("failed to create pod {name}")]
-    Pod {
-        name: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("cannot build a request")]
-    Request(#[source] kube::core::request::Error),
-    #[error("a fixture did not decode")]
-    Fixture(#[source] serde_json::Error),
-}
 
 /// The figures of one run.
 #[derive(Debug, Clone)]
@@ -175,6 +155,8 @@ fn pod_json(i: usize) -> serde_json::Value {
     })
 }
 
+/// The nearest-rank percentile rounding the rank up (unlike [`super::percentile`], which rounds
+/// to the nearest index): the figures `tandem bench scheduler` has always printed.
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -196,33 +178,34 @@ pub async fn run_bench(
     scheduler_client: kube::Client,
     nodes: usize,
     pods: usize,
-) -> Result<BenchReport, BenchError> {
+) -> anyhow::Result<BenchReport> {
     let ns: Namespace = serde_json::from_value(
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": BENCH_NAMESPACE}}),
     )
-    .map_err(BenchError::Fixture)?;
+    .context("a fixture did not decode")?;
     match Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
         .await
     {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => return Err(BenchError::Namespace(e)),
+        Err(e) => return Err(e).context("failed to create the bench namespace"),
     }
 
     let node_api: Api<Node> = Api::all(client.clone());
     let t_nodes = Instant::now();
-    let results: Vec<Result<(), BenchError>> = futures::stream::iter(0..nodes)
+    let results: Vec<anyhow::Result<()>> = futures::stream::iter(0..nodes)
         .map(|i| {
             let api = node_api.clone();
             async move {
                 let v = node_json(i);
                 let name = format!("bench-node-{i:05}");
-                let node: Node = serde_json::from_value(v.clone()).map_err(BenchError::Fixture)?;
+                let node: Node =
+                    serde_json::from_value(v.clone()).context("a fixture did not decode")?;
                 let created = match api.create(&PostParams::default(), &node).await {
                     Ok(n) => Some(n),
                     Err(kube::Error::Api(s)) if s.code == 409 => None,
-                    Err(source) => return Err(BenchError::Node { name, source }),
+                    Err(e) => return Err(e).context(format!("failed to create node {name}")),
                 };
                 // Some servers drop status on create, as upstream does for most kinds.
                 if created.is_some_and(|n| {
@@ -234,10 +217,7 @@ pub async fn run_bench(
                     let patch = json!({"status": v["status"]});
                     api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
                         .await
-                        .map_err(|source| BenchError::Node {
-                            name: name.clone(),
-                            source,
-                        })?;
+                        .with_context(|| format!("failed to create node {name}"))?;
                 }
                 Ok(())
             }
@@ -245,7 +225,7 @@ pub async fn run_bench(
         .buffer_unordered(64)
         .collect()
         .await;
-    results.into_iter().collect::<Result<Vec<()>, _>>()?;
+    results.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
     let node_setup = t_nodes.elapsed();
 
     // Watch bindings in the bench namespace before creating anything.
@@ -300,22 +280,22 @@ pub async fn run_bench(
     let pods_url = kube::core::Request::new(format!("/api/v1/namespaces/{BENCH_NAMESPACE}/pods"));
     let requests = (0..pods)
         .map(|i| {
-            let body = serde_json::to_vec(&pod_json(i)).map_err(BenchError::Fixture)?;
+            let body = serde_json::to_vec(&pod_json(i)).context("a fixture did not decode")?;
             let request = pods_url
                 .create(&PostParams::default(), body)
-                .map_err(BenchError::Request)?;
+                .context("cannot build a request")?;
             Ok((format!("bench-pod-{i:05}"), request))
         })
-        .collect::<Result<Vec<_>, BenchError>>()?;
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let first_create = Instant::now();
-    let created: Vec<Result<(String, Instant), BenchError>> = futures::stream::iter(requests)
+    let created: Vec<anyhow::Result<(String, Instant)>> = futures::stream::iter(requests)
         .map(|(name, request)| {
             let client = client.clone();
             async move {
                 let sent = Instant::now();
                 match client.request_text(request).await {
                     Ok(_) => Ok((name, sent)),
-                    Err(source) => Err(BenchError::Pod { name, source }),
+                    Err(e) => Err(e).context(format!("failed to create pod {name}")),
                 }
             }
         })
@@ -323,7 +303,7 @@ pub async fn run_bench(
         .collect()
         .await;
     let pods_created = first_create.elapsed();
-    let created: HashMap<String, Instant> = created.into_iter().collect::<Result<_, _>>()?;
+    let created: HashMap<String, Instant> = created.into_iter().collect::<anyhow::Result<_>>()?;
 
     let deadline =
         Instant::now() + Duration::from_secs(60) + Duration::from_millis(pods as u64 * 2);
@@ -369,4 +349,52 @@ pub async fn run_bench(
         events_recorded,
         events_dropped,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes_alternate_linux_and_tainted_windows_of_both_builds() {
+        let os = |i| node_json(i)["metadata"]["labels"]["kubernetes.io/os"].clone();
+        let build =
+            |i| node_json(i)["metadata"]["labels"]["node.kubernetes.io/windows-build"].clone();
+        assert_eq!(
+            (os(0), os(1), os(2)),
+            (json!("linux"), json!("windows"), json!("linux"))
+        );
+        assert_eq!(
+            (build(1), build(3)),
+            (json!("10.0.17763"), json!("10.0.20348"))
+        );
+        assert_eq!(node_json(0)["spec"]["taints"], json!([]));
+        assert_eq!(node_json(1)["spec"]["taints"][0]["key"], json!("os"));
+    }
+
+    #[test]
+    fn the_percentile_rounds_the_rank_up() {
+        let v: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile(&v, 0.5), Duration::from_millis(50));
+        assert_eq!(percentile(&v, 0.99), Duration::from_millis(99));
+        assert_eq!(percentile(&[], 0.5), Duration::ZERO);
+    }
+
+    /// What `tandem bench scheduler` runs, small: every pod of the OS mix bound.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_small_run_binds_every_pod() -> anyhow::Result<()> {
+        let ts = tandem_test_support::TestServer::start().await?;
+        let report = run_bench(ts.client.clone(), ts.new_client().await?, 8, 16).await?;
+        assert_eq!(
+            (report.nodes, report.pods, report.bound),
+            (8, 16, 16),
+            "{report}"
+        );
+        assert!(
+            report.p50 <= report.p99 && report.p99 <= report.max,
+            "{report}"
+        );
+        assert!(report.to_string().contains("16/16 pods bound"), "{report}");
+        Ok(())
+    }
 }

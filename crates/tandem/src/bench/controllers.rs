@@ -1,7 +1,8 @@
 //! `tandem bench controllers`: how fast the workload controllers scale one Deployment from 0 to
 //! N replicas. The caller runs the API server, the scheduler and (emulated) node agents; this
 //! measures from the scale-up to all pods existing and to all pods Running and Ready, and the
-//! process's peak resident memory.
+//! process's peak resident memory. It lived in `tandem-controllers` until issue 23 moved the
+//! benchmarks out of the library crates; it uses that crate's public `controller_utils`.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -11,7 +12,9 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::controller_utils::{self as cu, Error};
+use tandem_controllers::controller_utils::{self as cu, Error};
+
+use super::rss::peak_rss_kib;
 
 /// Namespace the benchmark's Deployment lives in.
 pub const NAMESPACE: &str = "bench-controllers";
@@ -44,18 +47,6 @@ impl fmt::Display for ScaleBenchReport {
             None => write!(f, "  peak RSS (VmHWM):        unavailable"),
         }
     }
-}
-
-/// The process's peak resident set size in KiB from `/proc/self/status` (`VmHWM`).
-pub fn peak_rss_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
 }
 
 /// Creates a Deployment with 0 replicas in [`NAMESPACE`], scales it to `replicas` and waits
@@ -137,4 +128,35 @@ pub async fn bench_deployment_scale(
         all_ready,
         peak_rss_kib: peak_rss_kib(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One emulated Linux node, the scheduler and the controllers against a test server: the
+    /// figures `tandem bench controllers` prints, on a small Deployment.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn scale_benchmark_reports_creation_readiness_and_peak_memory() -> anyhow::Result<()> {
+        let ts = tandem_test_support::TestServer::start().await?;
+        let client = ts.client.clone();
+        tandem_controllers::start_all(client.clone(), tandem_core::registry::Registry::builtin());
+        tokio::spawn(tandem_scheduler::run(
+            client.clone(),
+            tandem_scheduler::SchedulerOptions::default(),
+        ));
+        let mut node = tandem_agent::NodeConfig::linux("bench-controllers-0");
+        node.streaming_port = None;
+        let agent = tokio::spawn(tandem_agent::run(client.clone(), node));
+        let report = bench_deployment_scale(client, 5).await?;
+        agent.abort();
+        assert!(
+            report.all_created.is_some() && report.all_ready.is_some(),
+            "{report}"
+        );
+        assert!(report.all_created <= report.all_ready);
+        assert!(report.peak_rss_kib.is_some_and(|k| k > 0));
+        assert!(report.to_string().contains("0 → 5 replicas"));
+        Ok(())
+    }
 }

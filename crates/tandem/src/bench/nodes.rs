@@ -4,7 +4,8 @@
 //! image already present), API latency during the run, and the process's peak resident memory.
 //!
 //! The caller runs the API server, the controllers and the scheduler in the same process; this
-//! module runs the agents and measures. Definitions of what is printed:
+//! module runs the agents (through `tandem-agent`'s public API) and measures. It lived in
+//! `tandem-agent` until issue 23 moved the benchmarks out of the library crates. Definitions of what is printed:
 //!
 //! - **pod startup**: per pod, from the first time the bench's pod watch sees it (the ReplicaSet
 //!   controller's create, observed on the bench's clock) to the first time it sees the pod with
@@ -31,9 +32,13 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use tokio::time::Instant;
 
-use crate::SharedPodWatch;
-use crate::config::{NodeConfig, Timing};
-use crate::runtime::emulated::PAUSE_IMAGE;
+use tandem_agent::SharedPodWatch;
+use tandem_agent::config::{NodeConfig, Timing};
+use tandem_agent::podnet::{EmulatedNetwork, NetworkSpec};
+use tandem_agent::runtime::emulated::PAUSE_IMAGE;
+
+use super::percentile;
+use super::rss::{peak_rss_bytes, rss_bytes};
 
 /// Namespace of the bench's Deployments, pods and probe object.
 pub const NAMESPACE: &str = "bench-nodes";
@@ -55,9 +60,9 @@ pub struct NodesBenchOptions {
     /// Give up waiting for pods to run after this long (from the first Deployment).
     pub timeout: Duration,
     /// One pod watch per agent (each kubelet's own `spec.nodeName` watch) instead of one
-    /// [`SharedPodWatch`](crate::SharedPodWatch) for all of them.
+    /// [`SharedPodWatch`] for all of them.
     pub watch_per_node: bool,
-    /// Put the nodes' pods on the network ([`crate::podnet`]): each gets a namespace and an
+    /// Put the nodes' pods on the network ([`tandem_agent::podnet`]): each gets a namespace and an
     /// address in [`NETWORKED_CLUSTER_CIDR`], and a stand-in on [`NETWORKED_PORT`].
     pub networked: bool,
 }
@@ -147,7 +152,7 @@ pub struct BenchReport {
     /// Networked mode: the nodes' pod networks (kept, with the pods on them, for the caller to
     /// measure traffic and shut down), the time each pod's network took to set up, and the
     /// resident memory before the first pod and after the last.
-    pub networks: Vec<Arc<crate::podnet::EmulatedNetwork>>,
+    pub networks: Vec<Arc<EmulatedNetwork>>,
     pub network_setup: Percentiles,
     pub rss_before_pods: Option<u64>,
     pub rss_after_pods: Option<u64>,
@@ -218,30 +223,6 @@ impl std::fmt::Display for BenchReport {
             None => write!(f, "peak RSS: unavailable"),
         }
     }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
-}
-
-fn proc_status_kib(field: &str) -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find_map(|l| l.strip_prefix(field))?;
-    line.split_whitespace().next()?.parse().ok()
-}
-
-/// The resident set size of this process now (`VmRSS`, Linux).
-pub fn rss_bytes() -> Option<u64> {
-    proc_status_kib("VmRSS:").map(|kb| kb * 1024)
-}
-
-/// The peak resident set size of this process (`VmHWM`, Linux).
-pub fn peak_rss_bytes() -> Option<u64> {
-    proc_status_kib("VmHWM:").map(|kb| kb * 1024)
 }
 
 /// When the bench's watch first saw each phase of a pod.
@@ -344,13 +325,13 @@ pub async fn run_nodes_bench(clients: NodesBenchClients, opts: NodesBenchOptions
         let mut c = NodeConfig::linux(&format!("bench-{i}"));
         c.pod_cidr = Some(format!("10.{}.{}.0/24", 64 + (i / 256) % 64, i % 256));
         if opts.networked {
-            let spec = crate::podnet::NetworkSpec {
+            let spec = NetworkSpec {
                 node_name: c.name.clone(),
                 pod_cidr: c.pod_cidr.clone().unwrap_or_default(),
                 cluster_cidr: Some(NETWORKED_CLUSTER_CIDR.to_string()),
                 windows: false,
             };
-            match crate::podnet::EmulatedNetwork::start(&spec).await {
+            match EmulatedNetwork::start(&spec).await {
                 Ok(net) => {
                     c.pod_network = Some(net.clone());
                     report.networks.push(net);
@@ -366,9 +347,9 @@ pub async fn run_nodes_bench(clients: NodesBenchClients, opts: NodesBenchOptions
         agents.push(match shared.as_mut() {
             Some(w) => {
                 let feed = w.subscribe(&c.name);
-                tokio::spawn(async move { crate::run_shared(client, c, feed).await })
+                tokio::spawn(async move { tandem_agent::run_shared(client, c, feed).await })
             }
-            None => tokio::spawn(async move { crate::run(client, c).await }),
+            None => tokio::spawn(async move { tandem_agent::run(client, c).await }),
         });
     }
     if let Some(w) = shared {
@@ -575,7 +556,11 @@ async fn prepare_namespace(client: &Client) -> Result<(), kube::Error> {
 
 async fn create_or_keep<K>(api: &Api<K>, obj: &K) -> Result<(), kube::Error>
 where
-    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource
+        + Clone
+        + k8s_openapi::serde::Serialize
+        + k8s_openapi::serde::de::DeserializeOwned
+        + std::fmt::Debug,
 {
     match api.create(&PostParams::default(), obj).await {
         Ok(_) => Ok(()),
@@ -657,13 +642,6 @@ mod tests {
     }
 
     #[test]
-    fn rss_and_peak_rss_are_read_from_proc() {
-        let (now, peak) = (rss_bytes(), peak_rss_bytes());
-        assert!(now.is_some_and(|b| b > 0));
-        assert!(peak >= now);
-    }
-
-    #[test]
     fn a_pod_is_timed_from_first_sight_to_bound_and_running() {
         let mut o = Observed::default();
         let t0 = Instant::now();
@@ -693,5 +671,45 @@ mod tests {
         assert_eq!(spec.replicas, Some(100));
         let c = &spec.template.spec.expect("pod spec").containers[0];
         assert_eq!(c.image.as_deref(), Some(PAUSE_IMAGE));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_small_run_brings_every_deployment_pod_to_running() {
+        let ts = tandem_test_support::TestServer::start()
+            .await
+            .expect("server");
+        let client = ts.client.clone();
+        tandem_controllers::start_all(client.clone(), tandem_core::registry::Registry::builtin());
+        tokio::spawn(tandem_scheduler::run(
+            client.clone(),
+            tandem_scheduler::SchedulerOptions::default(),
+        ));
+        let clients = NodesBenchClients {
+            agents: vec![client.clone()],
+            bench: client.clone(),
+            probe: client,
+        };
+        let opts = NodesBenchOptions {
+            nodes: 10,
+            pods: 100,
+            replicas: 25,
+            pod_rate: 0.0,
+            timeout: Duration::from_secs(90),
+            watch_per_node: false,
+            networked: false,
+        };
+        let report = run_nodes_bench(clients, opts).await;
+        println!("{report}");
+        assert_eq!(report.deployments, 4, "{report}");
+        assert_eq!(
+            (report.pods_created, report.pods_running),
+            (100, 100),
+            "{report}"
+        );
+        assert!(
+            report.api_get.count > 0 && report.api_patch.count > 0,
+            "{report}"
+        );
+        assert!(report.peak_rss_bytes.is_some_and(|b| b > 0), "{report}");
     }
 }
