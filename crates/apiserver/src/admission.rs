@@ -13,7 +13,7 @@ use tandem_core::registry::ResourceType;
 
 use crate::error::ApiError;
 use crate::meta;
-use crate::rest::State;
+use crate::state::State;
 
 impl State {
     /// Fetches an object by type and name, from the cache or (when the cache has not caught up
@@ -120,18 +120,7 @@ impl State {
 
     /// Every stored PriorityClass (from the cache; there are a handful).
     fn priority_classes(&self) -> Vec<Value> {
-        let Some(rt) = self
-            .registry
-            .by_plural("scheduling.k8s.io", "v1", "priorityclasses")
-        else {
-            return Vec::new();
-        };
-        self.cache
-            .snapshot(&rt, &rt.key_prefix(), |_| true)
-            .items
-            .iter()
-            .filter_map(|o| o.to_value())
-            .collect()
+        self.cluster_objects("scheduling.k8s.io", "priorityclasses")
     }
 
     /// The Priority plugin for pods: resolve the class on create, keep the stored priority on

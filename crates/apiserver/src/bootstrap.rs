@@ -8,7 +8,8 @@
 use serde_json::json;
 
 use crate::error::ApiResult;
-use crate::rest::{Ctx, State};
+use crate::rest::Ctx;
+use crate::state::State;
 
 /// The namespaces every cluster has.
 pub const SYSTEM_NAMESPACES: &[&str] =

@@ -20,7 +20,8 @@ use tandem_core::apiextensions::schema::Structural;
 use tandem_core::registry::{Registry, ResourceType};
 
 use crate::error::ApiError;
-use crate::rest::{Ctx, State};
+use crate::rest::Ctx;
+use crate::state::State;
 
 /// The finalizer every CRD carries until its objects are gone.
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";

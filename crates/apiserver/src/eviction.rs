@@ -28,7 +28,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::output::Format;
 use crate::request::Query;
-use crate::rest::{Ctx, Reply, State, decode_body, success_status};
+use crate::rest::{Ctx, Reply, decode_body, success_status};
+use crate::state::State;
 
 /// Upstream's `MaxDisruptedPodSize`: a budget with more unconfirmed evictions refuses more.
 pub const MAX_DISRUPTED_POD_SIZE: usize = 2000;

@@ -26,7 +26,8 @@ pub mod rest;
 pub mod server;
 pub mod service_alloc;
 mod service_claims;
+pub mod state;
 pub mod watch;
 
-pub use rest::Options;
 pub use server::{ApiServer, Config, StartError};
+pub use state::Options;

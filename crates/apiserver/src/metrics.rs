@@ -22,7 +22,7 @@
 //! (the API server's, the scheduler's and the controllers' work queues); the API server encodes
 //! it on each scrape. prometheus-client writes OpenMetrics 1.0.0; the Prometheus text format
 //! 0.0.4, which upstream serves unless OpenMetrics is asked for (`expfmt.Negotiate`), is derived
-//! from it by [`openmetrics_to_text`].
+//! from it by `tandem_core::metrics::exposition::openmetrics_to_text`, as the node agent's is.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,6 +35,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+pub use tandem_core::metrics::exposition::ExpositionFormat;
+use tandem_core::metrics::exposition::openmetrics_to_text;
 
 use crate::request::{ResourceRequest, Verb};
 
@@ -455,130 +457,6 @@ impl ServerMetrics {
     }
 }
 
-/// The two text formats a scrape can get.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ExpositionFormat {
-    /// The Prometheus text format 0.0.4.
-    Text,
-    /// OpenMetrics 1.0.0.
-    OpenMetrics,
-}
-
-impl ExpositionFormat {
-    /// Chooses as `expfmt.NegotiateIncludingOpenMetrics` does: the client's most preferred media
-    /// type (by `q`, then order) decides; OpenMetrics (versions 0.0.1 and 1.0.0, or none given)
-    /// when that is `application/openmetrics-text`, else the text format.
-    pub fn negotiate(accept: Option<&str>) -> ExpositionFormat {
-        let Some(accept) = accept else {
-            return ExpositionFormat::Text;
-        };
-        let mut best: Option<(f32, bool)> = None;
-        for range in accept.split(',') {
-            let mut parts = range.split(';').map(str::trim);
-            let media = parts.next().unwrap_or_default().to_ascii_lowercase();
-            let mut q = 1.0f32;
-            let mut version_ok = true;
-            for p in parts {
-                let (k, v) = p.split_once('=').unwrap_or((p, ""));
-                match k.trim().to_ascii_lowercase().as_str() {
-                    "q" => q = v.trim().parse().unwrap_or(0.0),
-                    "version" => version_ok = matches!(v.trim(), "" | "0.0.1" | "1.0.0"),
-                    _ => {}
-                }
-            }
-            if q <= 0.0 {
-                continue;
-            }
-            let open_metrics = media == "application/openmetrics-text" && version_ok;
-            if best.is_none_or(|(bq, _)| q > bq) {
-                best = Some((q, open_metrics));
-            }
-        }
-        match best {
-            Some((_, true)) => ExpositionFormat::OpenMetrics,
-            _ => ExpositionFormat::Text,
-        }
-    }
-
-    /// The response's `Content-Type`.
-    pub fn content_type(self) -> &'static str {
-        match self {
-            ExpositionFormat::Text => "text/plain; version=0.0.4; charset=utf-8",
-            ExpositionFormat::OpenMetrics => {
-                "application/openmetrics-text; version=1.0.0; charset=utf-8"
-            }
-        }
-    }
-}
-
-/// Rewrites prometheus-client's OpenMetrics exposition in the Prometheus text format 0.0.4: a
-/// counter's family takes its samples' `_total` name in `# HELP`/`# TYPE`, its `_created`
-/// samples (OpenMetrics only) are dropped, `unknown` is `untyped`, `info` a gauge named
-/// `_info`, and `# UNIT`/`# EOF` go. Gauges, histograms and label escaping are the same in both.
-pub fn openmetrics_to_text(om: &str) -> String {
-    let mut out = String::with_capacity(om.len() + 512);
-    let mut help: Option<&str> = None;
-    let mut counter: Option<&str> = None;
-    for line in om.lines() {
-        if let Some(rest) = line.strip_prefix("# HELP ") {
-            if let Some(h) = help.replace(rest) {
-                push_help(&mut out, h, None);
-            }
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix("# TYPE ") {
-            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "unknown"));
-            let (suffix, kind) = match kind {
-                "counter" => ("_total", "counter"),
-                "info" => ("_info", "gauge"),
-                "unknown" => ("", "untyped"),
-                other => ("", other),
-            };
-            if let Some(h) = help.take() {
-                push_help(&mut out, h, Some(suffix));
-            }
-            out.push_str("# TYPE ");
-            out.push_str(name);
-            out.push_str(suffix);
-            out.push(' ');
-            out.push_str(kind);
-            out.push('\n');
-            counter = (kind == "counter").then_some(name);
-            continue;
-        }
-        if let Some(h) = help.take() {
-            push_help(&mut out, h, None);
-        }
-        if line.starts_with("# UNIT ") || line == "# EOF" {
-            continue;
-        }
-        if let Some(name) = counter
-            && line
-                .strip_prefix(name)
-                .is_some_and(|r| r.starts_with("_created{") || r.starts_with("_created "))
-        {
-            continue;
-        }
-        out.push_str(line);
-        out.push('\n');
-    }
-    if let Some(h) = help {
-        push_help(&mut out, h, None);
-    }
-    out
-}
-
-/// Writes `# HELP <name><suffix> <text>` from an OpenMetrics HELP line's `<name> <text>`.
-fn push_help(out: &mut String, help: &str, suffix: Option<&str>) {
-    let (name, text) = help.split_once(' ').unwrap_or((help, ""));
-    out.push_str("# HELP ");
-    out.push_str(name);
-    out.push_str(suffix.unwrap_or_default());
-    out.push(' ');
-    out.push_str(text);
-    out.push('\n');
-}
-
 /// Registers client_golang's process collector's `process_start_time_seconds` and
 /// `process_resident_memory_bytes`, read from `/proc` on each scrape.
 pub fn register_process_metrics(registry: &mut Registry) {
@@ -642,24 +520,24 @@ fn resident_memory_bytes() -> Option<u64> {
     Some(pages.saturating_mul(page))
 }
 
-/// The boot time (`/proc/stat`'s `btime`) plus the process's start in clock ticks after boot
-/// (`/proc/self/stat`'s 22nd field), as client_golang's process collector computes it.
+/// The process's start (`/proc/self/stat`'s 22nd field, clock ticks after `/proc/stat`'s boot
+/// time), as client_golang's process collector computes it, in seconds since the Unix epoch.
 fn process_start_time() -> Option<f64> {
+    use tandem_core::metrics::process;
     static START: std::sync::OnceLock<Option<f64>> = std::sync::OnceLock::new();
     *START.get_or_init(|| {
         let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-        // The command name is in parentheses and may hold spaces: fields follow the last ')'.
-        let after = &stat[stat.rfind(')')? + 1..];
-        let ticks: f64 = after.split_whitespace().nth(19)?.parse().ok()?;
-        let boot: f64 = std::fs::read_to_string("/proc/stat")
-            .ok()?
-            .lines()
-            .find_map(|l| l.strip_prefix("btime "))?
-            .trim()
-            .parse()
-            .ok()?;
-        let hz = auxv_value(AT_CLKTCK).filter(|h| *h > 0).unwrap_or(100) as f64;
-        Some(boot + ticks / hz)
+        let boot = process::boot_time(&std::fs::read_to_string("/proc/stat").ok()?)?;
+        let hz = auxv_value(AT_CLKTCK)
+            .filter(|h| *h > 0)
+            .map_or(process::USER_HZ, |h| h as u64);
+        let start = process::start_time(&stat, boot, hz)?;
+        Some(
+            start
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()?
+                .as_secs_f64(),
+        )
     })
 }
 
@@ -873,37 +751,6 @@ mod tests {
     }
 
     #[test]
-    fn openmetrics_is_chosen_only_when_preferred() {
-        use ExpositionFormat::*;
-        assert_eq!(ExpositionFormat::negotiate(None), Text);
-        assert_eq!(
-            ExpositionFormat::negotiate(Some("application/json, */*")),
-            Text
-        );
-        assert_eq!(
-            ExpositionFormat::negotiate(Some("application/openmetrics-text")),
-            OpenMetrics
-        );
-        // Prometheus' own scrape header.
-        assert_eq!(
-            ExpositionFormat::negotiate(Some(
-                "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
-            )),
-            OpenMetrics
-        );
-        assert_eq!(
-            ExpositionFormat::negotiate(Some(
-                "text/plain;version=0.0.4,application/openmetrics-text;q=0.5"
-            )),
-            Text
-        );
-        assert_eq!(
-            ExpositionFormat::negotiate(Some("application/openmetrics-text;version=2.0.0")),
-            Text
-        );
-    }
-
-    #[test]
     fn openmetrics_exposition_keeps_its_own_counter_form_and_eof() {
         let m = ServerMetrics::standalone();
         let get = http::Method::GET;
@@ -916,15 +763,6 @@ mod tests {
         assert!(
             om.contains("\napiserver_request_total{verb=\"LIST\""),
             "{om}"
-        );
-    }
-
-    #[test]
-    fn counters_take_their_sample_name_in_the_text_format() {
-        let om = "# HELP a_things Things.\n# TYPE a_things counter\n# UNIT a_things things\na_things_total{x=\"1\"} 2\na_things_created{x=\"1\"} 1.5e9\n# HELP b Bees.\n# TYPE b gauge\nb 1\n# TYPE c unknown\nc 3\n# EOF\n";
-        assert_eq!(
-            openmetrics_to_text(om),
-            "# HELP a_things_total Things.\n# TYPE a_things_total counter\na_things_total{x=\"1\"} 2\n# HELP b Bees.\n# TYPE b gauge\nb 1\n# TYPE c untyped\nc 3\n"
         );
     }
 }

@@ -48,7 +48,7 @@ use tandem_netproxy::{ProxyError, is_upgrade_request};
 
 use crate::error::{ApiError, ApiResult};
 use crate::request::{ResourceRequest, percent_decode};
-use crate::rest::State;
+use crate::state::State;
 
 pub mod kubelet_client;
 pub mod proxy;

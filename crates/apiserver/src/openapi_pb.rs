@@ -80,39 +80,24 @@ const OFFERS: [(&str, &str, Format); 3] = [
 ];
 
 /// Picks the format for an Accept header as kube-openapi's `RegisterOpenAPIVersionedService`
-/// does: clauses ordered by `q` (then the more specific first), the first clause that one of
-/// [`OFFERS`] matches wins, an absent or empty header means `*/*` (JSON). Unlike goautoneg,
-/// a clause with `q=0` is a refusal, not a last resort. `None` means nothing acceptable (406).
+/// does: clauses ordered by `q` (then the more specific first, see
+/// `tandem_core::accept::preferred`), the first clause that one of [`OFFERS`] matches wins, an
+/// absent or empty header means `*/*` (JSON). Unlike goautoneg, a clause with `q=0` is a
+/// refusal, not a last resort. `None` means nothing acceptable (406).
 pub fn negotiate(accept: Option<&str>) -> Option<Format> {
     let accept = accept
         .map(str::trim)
         .filter(|a| !a.is_empty())
         .unwrap_or("*/*");
-    let mut clauses: Vec<(f32, &str, &str)> = accept
-        .split(',')
-        .filter_map(|clause| {
-            let mut parts = clause.split(';');
-            let (ty, subtype) = parts.next()?.trim().split_once('/')?;
-            let q = parts
-                .filter_map(|p| p.split_once('='))
-                .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
-                .map_or(Some(1.0), |(_, v)| v.trim().parse::<f32>().ok())?;
-            (q > 0.0).then_some((q, ty.trim(), subtype.trim()))
+    tandem_core::accept::preferred(accept)
+        .iter()
+        .find_map(|range| {
+            OFFERS
+                .iter()
+                .find_map(|(offer_type, offer_subtype, format)| {
+                    range.accepts(offer_type, offer_subtype).then_some(*format)
+                })
         })
-        .collect();
-    // Stable: clauses of equal weight and specificity keep the client's order.
-    clauses.sort_by(|a, b| {
-        b.0.total_cmp(&a.0)
-            .then_with(|| (a.1 == "*").cmp(&(b.1 == "*")))
-            .then_with(|| (a.2 == "*").cmp(&(b.2 == "*")))
-    });
-    clauses.iter().find_map(|(_, ty, subtype)| {
-        OFFERS.iter().find_map(|(offer_ty, offer_subtype, format)| {
-            let type_matches = *ty == "*" || ty.eq_ignore_ascii_case(offer_ty);
-            let subtype_matches = *subtype == "*" || subtype.eq_ignore_ascii_case(offer_subtype);
-            (type_matches && subtype_matches).then_some(*format)
-        })
-    })
 }
 
 /// The protobuf form of `tandem_core::openapi::v2()`, encoded on first use and kept for the

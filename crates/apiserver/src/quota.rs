@@ -24,7 +24,7 @@ use tandem_store::StoreError;
 
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
-use crate::rest::State;
+use crate::state::State;
 
 /// How many times a charge is retried after losing a compare-and-swap race.
 const CHARGE_ATTEMPTS: usize = 16;

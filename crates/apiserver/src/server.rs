@@ -29,7 +29,8 @@ use crate::node_proxy::{self, NodeRequest};
 use crate::output::{self, Format};
 use crate::pki::{Pki, PkiError, subject_identity};
 use crate::request::{Query, Verb, parse_resource_path};
-use crate::rest::{Ctx, MAX_BODY, Reply, State, decode_body};
+use crate::rest::{Ctx, MAX_BODY, Reply, decode_body};
+use crate::state::State;
 use crate::{discovery, watch};
 
 type Body = UnsyncBoxBody<Bytes, Infallible>;
@@ -91,14 +92,14 @@ impl ApiServer {
     /// Loads (or creates) the PKI, fills the watch cache, creates the initial namespaces and starts
     /// listening.
     pub async fn start(config: Config, store: Arc<dyn Store>) -> Result<ApiServer, StartError> {
-        Self::start_with_options(config, store, crate::rest::Options::default()).await
+        Self::start_with_options(config, store, crate::state::Options::default()).await
     }
 
     /// As [`ApiServer::start`], with behaviour switches (`--allow-privileged`, …).
     pub async fn start_with_options(
         config: Config,
         store: Arc<dyn Store>,
-        options: crate::rest::Options,
+        options: crate::state::Options,
     ) -> Result<ApiServer, StartError> {
         // The `kubernetes` Service's address is a name of the server for pods (the default range's
         // 10.96.0.1 always is).

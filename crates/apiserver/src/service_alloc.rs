@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use tandem_core::field::FieldError;
 use tandem_core::registry::ResourceType;
 
-use crate::rest::State;
+use crate::state::State;
 
 /// The service address range and node port range.
 #[derive(Debug, Clone)]

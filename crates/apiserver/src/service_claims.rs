@@ -23,7 +23,7 @@ use tandem_core::field::FieldError;
 use tandem_store::{Revision, StoreError};
 
 use crate::error::ApiError;
-use crate::rest::State;
+use crate::state::State;
 
 /// How old a claim whose holder does not hold its resource must be before another Service may
 /// take it over: far longer than a Service write takes between its claim and its store write.

@@ -27,7 +27,8 @@ use tokio::sync::{broadcast, mpsc, watch};
 use crate::cache::{CacheEvent, EventType, Object, WatchStartError};
 use crate::error::{ApiError, ApiResult};
 use crate::output::{self, Format, IncludeObject};
-use crate::rest::{Ctx, Filter, State};
+use crate::rest::{Ctx, Filter};
+use crate::state::State;
 
 /// How often a watcher that allows bookmarks gets one.
 const BOOKMARK_INTERVAL: Duration = Duration::from_secs(15);

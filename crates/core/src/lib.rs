@@ -4,6 +4,7 @@
 //! inputs, so they can be unit-tested exhaustively and reused by the API server, scheduler, node
 //! agent and `tandem check`.
 
+pub mod accept;
 pub mod admission;
 pub mod apiextensions;
 pub mod conversion;
@@ -11,6 +12,7 @@ pub mod defaults;
 pub mod events;
 pub mod field;
 pub mod local_path;
+pub mod metrics;
 pub mod openapi;
 pub mod patch;
 pub mod quota;

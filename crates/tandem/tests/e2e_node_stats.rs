@@ -53,33 +53,10 @@ type Samples = Vec<(String, BTreeMap<String, String>, f64)>;
 
 /// The samples of a text-format body (comments skipped).
 fn parse(text: &str) -> Samples {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|line| {
-            // `name{labels} value [timestamp]`: the kubelet's resource metrics carry timestamps.
-            let split_at = line
-                .find('}')
-                .map_or_else(|| line.find(' ').unwrap_or(line.len()), |i| i + 1);
-            let (series, rest) = line.split_at(split_at);
-            let value = rest.split_whitespace().next().unwrap();
-            let (name, labels) = match series.split_once('{') {
-                Some((name, rest)) => {
-                    let labels = rest
-                        .strip_suffix('}')
-                        .unwrap()
-                        .split(',')
-                        .filter(|p| !p.is_empty())
-                        .map(|pair| {
-                            let (k, v) = pair.split_once('=').unwrap();
-                            (k.to_string(), v.trim_matches('"').to_string())
-                        })
-                        .collect();
-                    (name.to_string(), labels)
-                }
-                None => (series.to_string(), BTreeMap::new()),
-            };
-            (name, labels, value.parse().unwrap())
-        })
+    tandem_core::metrics::text::parse(text)
+        .expect("the text format")
+        .into_iter()
+        .map(|s| (s.name, s.labels, s.value))
         .collect()
 }
 

@@ -9,15 +9,18 @@
 //!   without swapping, the same idea as cAdvisor's usage minus inactive file pages), usage =
 //!   `MemTotal − MemFree`;
 //! - the node's start: `btime` of `/proc/stat`; the process's start: field 22 of
-//!   `/proc/self/stat` (`process_start_time_seconds`, as Prometheus' process collector).
+//!   `/proc/self/stat` (`process_start_time_seconds`, as Prometheus' process collector), worked
+//!   out by `tandem_core::metrics::process` as the API server's is.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use tandem_core::metrics::process;
+
 use crate::runtime::NodeStats;
 
 /// Clock ticks per second of every `/proc` time field (`USER_HZ`).
-pub const USER_HZ: u64 = 100;
+pub use tandem_core::metrics::process::USER_HZ;
 
 /// Why a `/proc` file could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -73,35 +76,29 @@ pub fn parse_stat(text: &str) -> Result<CpuTimes, ProcError> {
         what,
     };
     let mut busy = None;
-    let mut boot = None;
     for line in text.lines() {
         let mut fields = line.split_whitespace();
-        match fields.next() {
-            Some("cpu") => {
-                let values: Vec<u64> = fields
-                    .map(str::parse)
-                    .collect::<Result<_, _>>()
-                    .map_err(|_| malformed("cpu line"))?;
-                // user nice system idle iowait irq softirq steal [guest guest_nice]
-                if values.len() < 4 {
-                    return Err(malformed("cpu line"));
-                }
-                let at = |i: usize| values.get(i).copied().unwrap_or(0);
-                busy = Some(
-                    [0, 1, 2, 5, 6, 7]
-                        .iter()
-                        .fold(0u64, |sum, &i| sum.saturating_add(at(i))),
-                );
-            }
-            Some("btime") => {
-                boot = fields.next().and_then(|v| v.parse().ok());
-            }
-            _ => {}
+        if fields.next() != Some("cpu") {
+            continue;
         }
+        let values: Vec<u64> = fields
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .map_err(|_| malformed("cpu line"))?;
+        // user nice system idle iowait irq softirq steal [guest guest_nice]
+        if values.len() < 4 {
+            return Err(malformed("cpu line"));
+        }
+        let at = |i: usize| values.get(i).copied().unwrap_or(0);
+        busy = Some(
+            [0, 1, 2, 5, 6, 7]
+                .iter()
+                .fold(0u64, |sum, &i| sum.saturating_add(at(i))),
+        );
     }
     Ok(CpuTimes {
         busy_jiffies: busy.ok_or_else(|| malformed("cpu line"))?,
-        boot_time: boot.ok_or_else(|| malformed("btime line"))?,
+        boot_time: process::boot_time(text).ok_or_else(|| malformed("btime line"))?,
     })
 }
 
@@ -130,17 +127,6 @@ pub fn parse_meminfo(text: &str) -> Result<MemInfo, ProcError> {
     })
 }
 
-/// When the process whose `/proc/<pid>/stat` is `text` started, given the boot time: field 22
-/// (`starttime`, jiffies after boot). The command name (field 2) is in parentheses and may hold
-/// spaces or parentheses itself, so fields are counted after its last `)`.
-pub fn parse_process_start(text: &str, boot_time: u64) -> Option<SystemTime> {
-    let after_comm = &text[text.rfind(')')? + 1..];
-    // Field 3 is the first after the command name; starttime is field 22.
-    let jiffies: u64 = after_comm.split_whitespace().nth(22 - 3)?.parse().ok()?;
-    let since_boot = Duration::from_millis(jiffies.saturating_mul(1000 / USER_HZ));
-    Some(UNIX_EPOCH + Duration::from_secs(boot_time) + since_boot)
-}
-
 fn read(path: &'static str) -> Result<String, ProcError> {
     std::fs::read_to_string(Path::new(path)).map_err(|source| ProcError::Io { path, source })
 }
@@ -163,7 +149,7 @@ pub fn read_node(now: SystemTime) -> Result<NodeStats, ProcError> {
 /// When this process started, if `/proc` tells.
 pub fn process_start_time() -> Option<SystemTime> {
     let boot = parse_stat(&read("/proc/stat").ok()?).ok()?.boot_time;
-    parse_process_start(&read("/proc/self/stat").ok()?, boot)
+    process::start_time(&read("/proc/self/stat").ok()?, boot, USER_HZ)
 }
 
 #[cfg(test)]
@@ -232,16 +218,6 @@ HugePages_Total:       0
                 ..
             })
         ));
-    }
-
-    #[test]
-    fn process_start_is_counted_after_the_last_parenthesis_of_the_command() {
-        // starttime (field 22) is 250 jiffies = 2.5 s after boot; the name holds ") (".
-        let stat = "4242 (tan dem) (x) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 8 0 \
-                    250 1000 200 18446744073709551615";
-        let start = parse_process_start(stat, 1_000).expect("parses");
-        assert_eq!(start, UNIX_EPOCH + Duration::from_millis(1_002_500));
-        assert_eq!(parse_process_start("4242 (short) S 1", 1_000), None);
     }
 
     #[test]

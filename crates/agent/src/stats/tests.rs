@@ -216,34 +216,13 @@ async fn the_summary_carries_upstream_field_names_and_units() {
     );
 }
 
-/// One sample line of the text format: name, labels, value.
+/// The samples of a text-format body: name, labels, value (timestamps, which the kubelet's
+/// resource metrics carry, left out).
 fn parse_samples(text: &str) -> Vec<(String, BTreeMap<String, String>, f64)> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .map(|line| {
-            // `name{labels} value [timestamp]`: the kubelet's resource metrics carry timestamps.
-            let split_at = line
-                .find('}')
-                .map_or_else(|| line.find(' ').unwrap_or(line.len()), |i| i + 1);
-            let (series, rest) = line.split_at(split_at);
-            let value = rest.split_whitespace().next().expect("value");
-            let (name, labels) = match series.split_once('{') {
-                Some((name, rest)) => {
-                    let body = rest.strip_suffix('}').expect("closing brace");
-                    let labels = body
-                        .split(',')
-                        .filter(|p| !p.is_empty())
-                        .map(|pair| {
-                            let (k, v) = pair.split_once('=').expect("label");
-                            (k.to_string(), v.trim_matches('"').to_string())
-                        })
-                        .collect();
-                    (name.to_string(), labels)
-                }
-                None => (series.to_string(), BTreeMap::new()),
-            };
-            (name, labels, value.parse().expect("number"))
-        })
+    tandem_core::metrics::text::parse(text)
+        .expect("the text format")
+        .into_iter()
+        .map(|s| (s.name, s.labels, s.value))
         .collect()
 }
 

@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::UserInfo;
 use super::sa_token::{self, Claims, TokenError, TokenIssuer};
 use crate::pki::StaticToken;
-use crate::rest::State;
+use crate::state::State;
 
 /// How many verified tokens the signature cache keeps before it starts over.
 const VERIFIED_CACHE_LIMIT: usize = 4096;

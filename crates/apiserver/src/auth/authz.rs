@@ -7,7 +7,7 @@ use serde_json::json;
 use super::UserInfo;
 use crate::error::ApiError;
 use crate::request::{ResourceRequest, Verb};
-use crate::rest::State;
+use crate::state::State;
 
 /// What a request asks to do, in authorization's terms.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]

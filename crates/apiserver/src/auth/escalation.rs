@@ -11,7 +11,7 @@ use tandem_core::registry::ResourceType;
 use super::UserInfo;
 use super::authz::{self, Attributes};
 use crate::error::ApiError;
-use crate::rest::State;
+use crate::state::State;
 
 const GROUP: &str = "rbac.authorization.k8s.io";
 

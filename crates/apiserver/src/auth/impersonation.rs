@@ -9,7 +9,7 @@ use super::authz::{self, Attributes};
 use super::sa_token::{service_account_groups, split_service_account_user};
 use super::{AUTHENTICATED, UserInfo};
 use crate::error::ApiError;
-use crate::rest::State;
+use crate::state::State;
 
 const USER: &str = "impersonate-user";
 const GROUP: &str = "impersonate-group";

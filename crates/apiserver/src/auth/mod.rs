@@ -138,7 +138,7 @@ pub fn set_requester(
 /// and RBAC's escalation prevention. `verb` is `create`, `update` or `delete`; `obj` is the new
 /// object (none for deletes) and `old` the stored one.
 pub fn admit_write(
-    state: &crate::rest::State,
+    state: &crate::state::State,
     user: &UserInfo,
     verb: &str,
     rt: &tandem_core::registry::ResourceType,

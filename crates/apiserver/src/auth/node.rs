@@ -21,7 +21,7 @@ use super::UserInfo;
 use super::authz::{Attributes, Decision};
 use super::rbac::request_attributes;
 use crate::error::ApiError;
-use crate::rest::State;
+use crate::state::State;
 
 /// The label prefix nodes may not set on themselves.
 const RESTRICTED_LABEL_PREFIX: &str = "node-restriction.kubernetes.io/";

@@ -20,7 +20,7 @@ use super::UserInfo;
 use super::authz::{Attributes, Decision};
 use super::sa_token::service_account_user;
 use crate::cache::Cache;
-use crate::rest::State;
+use crate::state::State;
 
 /// The four RBAC resources, whose changes rebuild the index.
 const RBAC_PLURALS: [&str; 4] = [

@@ -13,7 +13,7 @@ use tandem_core::registry::ResourceType;
 use super::UserInfo;
 use super::authz::{self, Attributes};
 use crate::error::{ApiError, ApiResult};
-use crate::rest::State;
+use crate::state::State;
 
 /// Answers a create of a review kind; `ns` is the URL's namespace (LocalSubjectAccessReview).
 pub fn create(

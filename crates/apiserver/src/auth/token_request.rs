@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::UserInfo;
 use super::sa_token::{BoundRef, Claims, KubernetesClaim, service_account_user};
 use crate::error::{ApiError, ApiResult};
-use crate::rest::State;
+use crate::state::State;
 use tandem_core::field::FieldError;
 
 const DEFAULT_EXPIRATION: i64 = 3600;

@@ -23,7 +23,10 @@
 
 pub mod scrape;
 pub mod store;
-pub mod text;
+
+/// The Prometheus text-format reader the scraper decodes agents' answers with (its home is
+/// `tandem_core::metrics::text`).
+pub use tandem_core::metrics::text;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
@@ -34,7 +37,8 @@ use tandem_core::registry::ResourceType;
 use crate::error::{ApiError, ApiResult};
 use crate::output::Format;
 use crate::request::{ResourceRequest, Verb};
-use crate::rest::{Ctx, Filter, Reply, State};
+use crate::rest::{Ctx, Filter, Reply};
+use crate::state::State;
 use store::{MetricsStore, PodUsage, Usage};
 
 /// The API group and version.

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::store::{NodeScrape, Point};
 use super::text::{self, Sample};
-use crate::rest::State;
+use crate::state::State;
 
 /// metrics-server's `--kubelet-request-timeout` default.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);

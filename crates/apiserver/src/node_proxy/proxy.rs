@@ -26,7 +26,7 @@ use tandem_netproxy::Forwarder;
 use super::{ProxyBody, agent_address, dial_error, escape_segment, stream_body};
 use crate::error::{ApiError, ApiResult};
 use crate::request::ResourceRequest;
-use crate::rest::State;
+use crate::state::State;
 
 /// Which kind of object a proxy request goes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

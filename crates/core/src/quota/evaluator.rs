@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::amount::Amount;
+use crate::resource::{ResourceAmounts, aggregate_containers};
 
 /// Quota resource names and amounts, in name order (upstream `corev1.ResourceList`).
 pub type ResourceList = BTreeMap<String, Amount>;
@@ -39,10 +40,7 @@ pub fn to_value(list: &ResourceList) -> Value {
 /// Upstream `quota.Add`: the sum of two lists, key by key.
 pub fn add(a: &ResourceList, b: &ResourceList) -> ResourceList {
     let mut out = a.clone();
-    for (k, v) in b {
-        let sum = out.get(k).copied().unwrap_or(Amount::ZERO) + *v;
-        out.insert(k.clone(), sum);
-    }
+    out.add_amounts(b);
     out
 }
 
@@ -507,40 +505,35 @@ pub fn pod_is_charged(pod: &Value, now: i64) -> bool {
     true
 }
 
-fn max_list(a: &ResourceList, b: &ResourceList) -> ResourceList {
-    let mut out = a.clone();
-    for (k, v) in b {
-        let m = out.get(k).map_or(*v, |cur| cur.max(*v));
-        out.insert(k.clone(), m);
+/// Quota's lists go through the shared container arithmetic with their exact amounts: a sum
+/// takes the format of its first non-zero operand and a tie keeps the amount already there, as
+/// upstream's `quota.Add` and `quota.Max` do.
+impl ResourceAmounts for ResourceList {
+    fn add_amounts(&mut self, other: &Self) {
+        for (k, v) in other {
+            let sum = self.get(k).copied().unwrap_or(Amount::ZERO) + *v;
+            self.insert(k.clone(), sum);
+        }
     }
-    out
+    fn max_amounts(&mut self, other: &Self) {
+        for (k, v) in other {
+            let m = self.get(k).map_or(*v, |cur| cur.max(*v));
+            self.insert(k.clone(), m);
+        }
+    }
 }
 
-/// Sums one resource field (`requests` or `limits`) over a pod's containers the way the
-/// kubelet and scheduler do (component-helpers `AggregateContainerRequests`/`Limits`): regular
-/// containers and sidecars (init containers with `restartPolicy: Always`) add up; each other
-/// init container runs alone next to the sidecars started before it, and the pod needs the
-/// larger of the two.
+/// One resource field (`requests` or `limits`) summed over a pod's containers by
+/// `resource::aggregate_containers`, as the kubelet and scheduler sum them.
 fn aggregate(pod: &Value, field: &str) -> ResourceList {
     let of = |c: &Value| resource_list(c.pointer(&format!("/resources/{field}")));
-    let mut total = ResourceList::new();
-    for c in containers(pod, &["containers"]) {
-        total = add(&total, &of(c));
-    }
-    let mut sidecars = ResourceList::new();
-    let mut init_peak = ResourceList::new();
-    for c in containers(pod, &["initContainers"]) {
-        let own = of(c);
-        let running = if c.get("restartPolicy").and_then(Value::as_str) == Some("Always") {
-            total = add(&total, &own);
-            sidecars = add(&sidecars, &own);
-            sidecars.clone()
-        } else {
-            add(&own, &sidecars)
-        };
-        init_peak = max_list(&init_peak, &running);
-    }
-    max_list(&total, &init_peak)
+    aggregate_containers(
+        containers(pod, &["containers"]).into_iter().map(of),
+        containers(pod, &["initContainers"]).into_iter().map(|c| {
+            let restartable = c.get("restartPolicy").and_then(Value::as_str) == Some("Always");
+            (of(c), restartable)
+        }),
+    )
 }
 
 /// The requests of a pod (upstream `PodRequests`), with its RuntimeClass overhead when
@@ -685,6 +678,23 @@ mod tests {
         }});
         // The init container runs beside the sidecar: 2 + 100m beats 500m + 100m.
         assert_eq!(shown(&pod_requests(&p, false))["cpu"], "2100m");
+    }
+
+    #[test]
+    fn overhead_adds_to_requests_and_only_to_the_limits_a_pod_sets() {
+        let p = json!({"spec": {
+            "initContainers": [{"name": "init", "resources": {"requests": {"memory": "1Gi"}}}],
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}, "limits": {"cpu": "1"}}}],
+            "overhead": {"cpu": "50m", "memory": "16Mi"}
+        }});
+        let requests = shown(&pod_requests(&p, true));
+        assert_eq!(requests["cpu"], "300m");
+        // The init container's peak beats the steady state; the overhead goes on top.
+        assert_eq!(requests["memory"], "1040Mi");
+        assert_eq!(shown(&pod_requests(&p, false))["memory"], "1Gi");
+        let limits = shown(&pod_limits(&p, true));
+        assert_eq!(limits["cpu"], "1050m");
+        assert!(!limits.contains_key("memory"));
     }
 
     #[test]

@@ -1,9 +1,14 @@
-//! A pod's effective resource requests, for the scheduler's NodeResourcesFit and scoring plugins
-//! and the node agent's admission. Follows upstream `k8s.io/component-helpers/resource`
+//! A pod's effective resource requests, for the scheduler's NodeResourcesFit and scoring plugins,
+//! the node agent's admission and ResourceQuota. Follows upstream `k8s.io/component-helpers/resource`
 //! `PodRequests` (regular containers add up; each init container runs alone beside the
 //! restartable "sidecar" init containers started before it; the pod needs the larger of that peak
 //! and its steady state; RuntimeClass overhead on top) with its `NonMissingContainerRequests` and
 //! `ExcludeOverhead` options, and the scheduler's `framework.Resource` units.
+//!
+//! The container arithmetic ([`aggregate_containers`], upstream's `AggregateContainerRequests`
+//! and `AggregateContainerLimits`) works on any [`ResourceAmounts`]: the scheduler's
+//! [`Resources`] here, and `crate::quota`'s exact `ResourceList`, which keeps quantities as
+//! written for `status.used` and LimitRanger (upstream has `v1.ResourceList` for both).
 //!
 //! Pod-level resources (`spec.resources`, upstream's `PodLevelResources` gate) are not supported
 //! by tandem and are not read. Requests are read as given: API defaulting has already copied
@@ -152,34 +157,70 @@ fn container_requests(c: &Container, opts: &PodResourcesOptions) -> Resources {
     r
 }
 
-/// What a pod asks of a node (upstream `resource.PodRequests`).
+/// Amounts of resources that the container arithmetic adds up and compares, resource by
+/// resource.
+pub trait ResourceAmounts: Clone + Default {
+    /// Adds `other` to `self`.
+    fn add_amounts(&mut self, other: &Self);
+    /// Sets each resource to the larger of `self` and `other` (`self`'s on a tie).
+    fn max_amounts(&mut self, other: &Self);
+}
+
+impl ResourceAmounts for Resources {
+    fn add_amounts(&mut self, other: &Self) {
+        self.add(other);
+    }
+    fn max_amounts(&mut self, other: &Self) {
+        self.set_max(other);
+    }
+}
+
+/// What a pod's containers need together (upstream `AggregateContainerRequests`, and
+/// `AggregateContainerLimits` over limits), from each regular container's amounts and each init
+/// container's with whether it is restartable (`restartPolicy: Always`, a "sidecar").
 ///
-/// The regular containers run together, so their requests add up. Init containers run one at a
-/// time before them, each beside the restartable (`restartPolicy: Always`, "sidecar") init
-/// containers started before it; sidecars keep running, so they add to the steady state too. The
-/// pod needs the larger of the init peak and the steady state, plus its overhead.
+/// The regular containers run together, so their amounts add up. Init containers run one at a
+/// time before them, each beside the sidecars started before it; sidecars keep running, so they
+/// add to the steady state too. The pod needs the larger of the init peak and the steady state.
+pub fn aggregate_containers<R: ResourceAmounts>(
+    containers: impl IntoIterator<Item = R>,
+    init_containers: impl IntoIterator<Item = (R, bool)>,
+) -> R {
+    let mut total = R::default();
+    for c in containers {
+        total.add_amounts(&c);
+    }
+    let mut sidecars = R::default();
+    let mut init_peak = R::default();
+    for (own, restartable) in init_containers {
+        let running = if restartable {
+            sidecars.add_amounts(&own);
+            sidecars.clone()
+        } else {
+            let mut running = own;
+            running.add_amounts(&sidecars);
+            running
+        };
+        init_peak.max_amounts(&running);
+    }
+    total.add_amounts(&sidecars);
+    total.max_amounts(&init_peak);
+    total
+}
+
+/// What a pod asks of a node (upstream `resource.PodRequests`): its containers' requests as
+/// [`aggregate_containers`] adds them up, plus its overhead.
 pub fn pod_requests(pod: &Pod, opts: &PodResourcesOptions) -> Resources {
     let Some(spec) = pod.spec.as_ref() else {
         return Resources::default();
     };
-    let mut reqs = Resources::default();
-    for c in &spec.containers {
-        reqs.add(&container_requests(c, opts));
-    }
-    let mut sidecars = Resources::default();
-    let mut init_peak = Resources::default();
-    for c in spec.init_containers.iter().flatten() {
-        let mut running = container_requests(c, opts);
-        if c.restart_policy.as_deref() == Some("Always") {
-            sidecars.add(&running);
-            running = sidecars.clone();
-        } else {
-            running.add(&sidecars);
-        }
-        init_peak.set_max(&running);
-    }
-    reqs.add(&sidecars);
-    reqs.set_max(&init_peak);
+    let mut reqs = aggregate_containers(
+        spec.containers.iter().map(|c| container_requests(c, opts)),
+        spec.init_containers.iter().flatten().map(|c| {
+            let restartable = c.restart_policy.as_deref() == Some("Always");
+            (container_requests(c, opts), restartable)
+        }),
+    );
     if !opts.exclude_overhead
         && let Some(overhead) = spec.overhead.as_ref()
     {

@@ -1,8 +1,9 @@
-//! A reader of the Prometheus text exposition format (version 0.0.4), enough for what the
-//! resource metrics scraper reads from node agents: metrics-server decodes the kubelet's
+//! A reader of the Prometheus text exposition format (version 0.0.4): what the API server's
+//! resource metrics scraper reads from node agents (metrics-server decodes the kubelet's
 //! `/metrics/resource` with `prometheus/common/expfmt`'s text parser, and this follows the same
-//! grammar (`# HELP`/`# TYPE` comments, `name{label="value",…} value [timestamp]` samples, label
-//! values with `\\`, `\"` and `\n` escapes, `NaN` and `±Inf` values).
+//! grammar: `# HELP`/`# TYPE` comments, `name{label="value",…} value [timestamp]` samples, label
+//! values with `\\`, `\"` and `\n` escapes, `NaN` and `±Inf` values), and what tests read
+//! scrapes with.
 //!
 //! A malformed line is an error naming its line number; nothing in a body is trusted.
 
