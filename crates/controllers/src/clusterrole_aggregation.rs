@@ -31,11 +31,9 @@ pub async fn run(client: kube::Client) {
     let mut events = ctx.roles.subscribe();
     ctx.roles.wait_ready().await;
     enqueue_aggregated(&ctx);
-    let worker_ctx = ctx.clone();
     ctx.queue
-        .run_workers(1, "clusterrole-aggregation", move |key| {
-            let ctx = worker_ctx.clone();
-            async move { sync(&ctx, &key).await }
+        .run_workers_for(1, "clusterrole-aggregation", &ctx, |ctx, key| async move {
+            sync(&ctx, &key).await
         });
     while let Some(_change) = events.recv().await {
         enqueue_aggregated(&ctx);

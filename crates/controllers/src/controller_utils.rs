@@ -1,5 +1,5 @@
 //! Helpers the workload controllers share, after upstream's `pkg/controller/controller_utils.go`:
-//! label-selector matching on typed objects, pod readiness and availability, controller
+//! label-selector matching on typed objects (an adapter over `tandem_core::selector`), pod readiness and availability, controller
 //! references, expectations, slow-start batches and the ranking that decides which pods go first.
 
 use std::cmp::Ordering;
@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
 };
 use k8s_openapi::jiff::Timestamp;
+use tandem_core::selector::LabelSelector as Selector;
 
 /// What a controller sync can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -39,31 +40,18 @@ pub fn now() -> Timestamp {
     Timestamp::now()
 }
 
-/// Whether `labels` satisfy `selector` (matchLabels and matchExpressions; `In`, `NotIn`,
-/// `Exists`, `DoesNotExist`). An empty selector matches everything, as `metav1.LabelSelectorAsSelector`
-/// makes it; callers that must refuse empty selectors check [`selector_is_empty`] first.
+/// Whether `labels` satisfy `selector`, through core's `metav1.LabelSelectorAsSelector`
+/// ([`Selector::from_metav1`]): an empty selector matches everything, absent labels read as
+/// none, and a selector that does not convert matches nothing (upstream's controllers skip the
+/// object on the conversion error). Callers that must refuse empty selectors check
+/// [`selector_is_empty`] first; a loop over many objects converts once and calls
+/// [`Selector::matches_labels`] itself.
 pub fn selector_matches(
     selector: &LabelSelector,
     labels: Option<&BTreeMap<String, String>>,
 ) -> bool {
-    let empty = BTreeMap::new();
-    let labels = labels.unwrap_or(&empty);
-    if let Some(ml) = &selector.match_labels
-        && ml.iter().any(|(k, v)| labels.get(k) != Some(v))
-    {
-        return false;
-    }
-    selector.match_expressions.iter().flatten().all(|e| {
-        let value = labels.get(&e.key);
-        let values = e.values.as_deref().unwrap_or_default();
-        match e.operator.as_str() {
-            "In" => value.is_some_and(|v| values.contains(v)),
-            "NotIn" => value.is_none_or(|v| !values.contains(v)),
-            "Exists" => value.is_some(),
-            "DoesNotExist" => value.is_none(),
-            _ => false,
-        }
-    })
+    let none = BTreeMap::new();
+    Selector::from_metav1(selector).is_ok_and(|s| s.matches_labels(labels.unwrap_or(&none)))
 }
 
 /// Whether `selector` selects nothing explicitly (no labels, no expressions).
@@ -92,6 +80,18 @@ pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
         .iter()
         .flatten()
         .find(|o| o.controller == Some(true))
+}
+
+/// The queue key (`namespace/name`) of `obj`'s controller when that controller is a `kind`:
+/// how the workload controllers' event handlers map a changed pod or Job to its owner
+/// (upstream's `resolveControllerRef` before the uid check, which `sync` does).
+pub fn controller_key<K: kube::Resource>(obj: &K, kind: &str) -> Option<String> {
+    let owner = controller_of(obj.meta()).filter(|r| r.kind == kind)?;
+    Some(format!(
+        "{}/{}",
+        obj.meta().namespace.as_deref().unwrap_or_default(),
+        owner.name
+    ))
 }
 
 /// A controller reference to an owner, as upstream's `metav1.NewControllerRef`.
@@ -357,6 +357,18 @@ pub fn compare_for_deletion(a: &Pod, rank_a: usize, b: &Pod, rank_b: usize) -> O
 pub fn namespace_is_active(ns: &k8s_openapi::api::core::v1::Namespace) -> bool {
     ns.metadata.deletion_timestamp.is_none()
         && ns.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating")
+}
+
+/// Whether namespace `name` is in the informer's cache and active: where the per-namespace
+/// controllers (ServiceAccounts, the root CA publisher) start their sync; a missing or
+/// terminating namespace is left alone.
+pub fn active_namespace(
+    namespaces: &crate::informer::Informer<k8s_openapi::api::core::v1::Namespace>,
+    name: &str,
+) -> bool {
+    namespaces
+        .get("", name)
+        .is_some_and(|ns| namespace_is_active(&ns))
 }
 
 /// Whether an API error is "not found".

@@ -32,7 +32,7 @@ use crate::clock::{self, SharedClock};
 use crate::controller_utils::{self as cu, SyncResult, controller_of, controller_ref};
 use crate::cron_schedule::{self, Schedule};
 use crate::events::{self, EventType};
-use crate::informer::{Informer, queue_key, split_key};
+use crate::informer::{Informer, split_key};
 use crate::workqueue::WorkQueue;
 
 /// Annotation with the time a Job was scheduled for, RFC 3339 in the CronJob's time zone.
@@ -79,32 +79,22 @@ pub async fn run(client: kube::Client, options: CronJobOptions) {
     });
     let mut cj_events = ctx.cronjobs.subscribe();
     let mut job_events = ctx.jobs.subscribe();
-    ctx.cronjobs.wait_ready().await;
-    ctx.jobs.wait_ready().await;
-    let worker_ctx = ctx.clone();
-    ctx.queue.run_workers(2, "cronjob", move |key| {
-        let ctx = worker_ctx.clone();
-        async move { sync(&ctx, &key).await }
-    });
+    crate::informer::wait_for_cache_sync(&[&ctx.cronjobs, &ctx.jobs]).await;
+    ctx.queue
+        .run_workers_for(2, "cronjob", &ctx, |ctx, key| async move {
+            sync(&ctx, &key).await
+        });
     let mut resync = tokio::time::interval(options.resync_period);
     loop {
         tokio::select! {
             _ = resync.tick() => {
-                for cj in ctx.cronjobs.list() {
-                    ctx.queue.add(queue_key(cj.as_ref()));
-                }
+                ctx.queue.add_keys(&ctx.cronjobs.list());
             }
             Some(change) = cj_events.recv() => {
-                for cj in change.objects() {
-                    ctx.queue.add(queue_key(cj.as_ref()));
-                }
+                ctx.queue.add_keys(change.objects());
             }
             Some(change) = job_events.recv() => {
-                for job in change.objects() {
-                    if let Some(r) = controller_of(&job.metadata).filter(|r| r.kind == "CronJob") {
-                        ctx.queue.add(format!("{}/{}", job.namespace().unwrap_or_default(), r.name));
-                    }
-                }
+                ctx.queue.add_controller_keys(change.objects(), "CronJob");
             }
             else => return,
         }

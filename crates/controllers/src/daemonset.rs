@@ -29,7 +29,7 @@ use crate::controller_utils::{
     self as cu, Error, Expectations, SyncResult, controller_of, controller_ref, pod_availability,
     pod_is_ready,
 };
-use crate::informer::{Informer, queue_key, split_key};
+use crate::informer::{Informer, split_key};
 use crate::replicaset::{BURST_REPLICAS, pod_from_template};
 use crate::workqueue::WorkQueue;
 
@@ -59,23 +59,16 @@ pub async fn run(client: kube::Client, pods: Informer<Pod>, nodes: Informer<Node
     let mut ds_events = ctx.daemonsets.subscribe();
     let mut node_events = ctx.nodes.subscribe();
     let mut pod_events = ctx.pods.subscribe();
-    ctx.daemonsets.wait_ready().await;
-    ctx.nodes.wait_ready().await;
-    ctx.pods.wait_ready().await;
-    for d in ctx.daemonsets.list() {
-        ctx.queue.add(queue_key(d.as_ref()));
-    }
-    let worker_ctx = ctx.clone();
-    ctx.queue.run_workers(2, "daemonset", move |key| {
-        let ctx = worker_ctx.clone();
-        async move { sync(&ctx, &key).await }
-    });
+    crate::informer::wait_for_cache_sync(&[&ctx.daemonsets, &ctx.nodes, &ctx.pods]).await;
+    ctx.queue.add_keys(&ctx.daemonsets.list());
+    ctx.queue
+        .run_workers_for(2, "daemonset", &ctx, |ctx, key| async move {
+            sync(&ctx, &key).await
+        });
     loop {
         tokio::select! {
             Some(change) = ds_events.recv() => {
-                for d in change.objects() {
-                    ctx.queue.add(queue_key(d.as_ref()));
-                }
+                ctx.queue.add_keys(change.objects());
             }
             Some(change) = node_events.recv() => {
                 // Heartbeats change node status every few seconds; only what decides
@@ -86,17 +79,11 @@ pub async fn run(client: kube::Client, pods: Informer<Pod>, nodes: Informer<Node
                     _ => true,
                 };
                 if relevant {
-                    for d in ctx.daemonsets.list() {
-                        ctx.queue.add(queue_key(d.as_ref()));
-                    }
+                    ctx.queue.add_keys(&ctx.daemonsets.list());
                 }
             }
             Some(change) = pod_events.recv() => {
-                for pod in change.objects() {
-                    if let Some(r) = controller_of(&pod.metadata).filter(|r| r.kind == "DaemonSet") {
-                        ctx.queue.add(format!("{}/{}", pod.namespace().unwrap_or_default(), r.name));
-                    }
-                }
+                ctx.queue.add_controller_keys(change.objects(), "DaemonSet");
             }
             else => return,
         }

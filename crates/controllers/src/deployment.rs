@@ -17,13 +17,12 @@ use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet, ReplicaSetSpec,
 };
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    LabelSelector, ObjectMeta, OwnerReference, Time,
-};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use crate::controller_ref_manager::ControllerRefManager;
 use crate::controller_utils::{self as cu, Error, SyncResult, controller_of, controller_ref};
 use crate::informer::{Informer, queue_key, split_key};
 use crate::workqueue::WorkQueue;
@@ -80,23 +79,16 @@ pub async fn run(client: kube::Client, pods: Informer<Pod>, replicasets: Informe
     let mut d_events = ctx.deployments.subscribe();
     let mut rs_events = ctx.replicasets.subscribe();
     let mut pod_events = ctx.pods.subscribe();
-    ctx.deployments.wait_ready().await;
-    ctx.replicasets.wait_ready().await;
-    ctx.pods.wait_ready().await;
-    for d in ctx.deployments.list() {
-        ctx.queue.add(queue_key(d.as_ref()));
-    }
-    let worker_ctx = ctx.clone();
-    ctx.queue.run_workers(4, "deployment", move |key| {
-        let ctx = worker_ctx.clone();
-        async move { sync(&ctx, &key).await }
-    });
+    crate::informer::wait_for_cache_sync(&[&ctx.deployments, &ctx.replicasets, &ctx.pods]).await;
+    ctx.queue.add_keys(&ctx.deployments.list());
+    ctx.queue
+        .run_workers_for(4, "deployment", &ctx, |ctx, key| async move {
+            sync(&ctx, &key).await
+        });
     loop {
         tokio::select! {
             Some(change) = d_events.recv() => {
-                for d in change.objects() {
-                    ctx.queue.add(queue_key(d.as_ref()));
-                }
+                ctx.queue.add_keys(change.objects());
             }
             Some(change) = rs_events.recv() => {
                 for rs in change.objects() {
@@ -385,80 +377,13 @@ impl Sync<'_> {
     /// Upstream's `getReplicaSetsForDeployment` through `ClaimReplicaSets`.
     async fn claim_replicasets(&mut self) -> Result<Vec<ReplicaSet>, Error> {
         let ns = self.d.namespace().unwrap_or_default();
-        let uid = self.d.uid().unwrap_or_default();
-        let deleting = self.d.metadata.deletion_timestamp.is_some();
-        let mut owned = Vec::new();
-        let mut can_adopt: Option<bool> = None;
-        for rs in self.ctx.replicasets.list_namespace(&ns) {
-            let matches = selects(&self.d, rs.metadata.labels.as_ref());
-            match controller_of(&rs.metadata) {
-                Some(r) if r.uid == uid => {
-                    if matches {
-                        owned.push(rs.as_ref().clone());
-                    } else if !deleting {
-                        let refs: Vec<&OwnerReference> = rs
-                            .metadata
-                            .owner_references
-                            .iter()
-                            .flatten()
-                            .filter(|o| o.uid != uid)
-                            .collect();
-                        let patch =
-                            json!({ "metadata": { "ownerReferences": refs, "uid": rs.uid() } });
-                        match self
-                            .rs_api
-                            .patch(
-                                &rs.name_any(),
-                                &PatchParams::default(),
-                                &Patch::Merge(&patch),
-                            )
-                            .await
-                        {
-                            Ok(_) => {}
-                            Err(e) if cu::is_not_found(&e) => {}
-                            Err(e) => return Err(e.into()),
-                        }
-                    }
-                }
-                Some(_) => {}
-                None => {
-                    if !matches || deleting || rs.metadata.deletion_timestamp.is_some() {
-                        continue;
-                    }
-                    if can_adopt.is_none() {
-                        let fresh = Api::<Deployment>::namespaced(self.ctx.client.clone(), &ns)
-                            .get(&self.name())
-                            .await;
-                        can_adopt = Some(match fresh {
-                            Ok(f) => {
-                                f.uid() == self.d.uid() && f.metadata.deletion_timestamp.is_none()
-                            }
-                            Err(e) if cu::is_not_found(&e) => false,
-                            Err(e) => return Err(e.into()),
-                        });
-                    }
-                    if can_adopt != Some(true) {
-                        continue;
-                    }
-                    let mut refs = rs.metadata.owner_references.clone().unwrap_or_default();
-                    refs.push(controller_ref("apps/v1", "Deployment", &self.name(), &uid));
-                    let patch = json!({ "metadata": { "ownerReferences": refs, "uid": rs.uid() } });
-                    match self
-                        .rs_api
-                        .patch(
-                            &rs.name_any(),
-                            &PatchParams::default(),
-                            &Patch::Merge(&patch),
-                        )
-                        .await
-                    {
-                        Ok(r) => owned.push(r),
-                        Err(e) if cu::is_not_found(&e) => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-            }
-        }
+        let d = &self.d;
+        let claimed = ControllerRefManager::new(self.ctx.client.clone(), d)
+            .claim(self.ctx.replicasets.list_namespace(&ns), |rs| {
+                selects(d, rs.metadata.labels.as_ref())
+            })
+            .await?;
+        let mut owned: Vec<ReplicaSet> = claimed.into_iter().map(Arc::unwrap_or_clone).collect();
         owned.sort_by_key(created);
         Ok(owned)
     }

@@ -112,31 +112,23 @@ pub async fn run(
     // Subscribed only once budgets are served, so pod changes do not pile up meanwhile; the
     // first sync of every budget below covers what happened before.
     let mut pod_events = ctx.pods.subscribe();
-    ctx.pods.wait_ready().await;
-    ctx.replicasets.wait_ready().await;
-    for pdb in ctx.pdbs.list() {
-        ctx.queue.add(queue_key(pdb.as_ref()));
-    }
+    crate::informer::wait_for_cache_sync(&[&ctx.pods, &ctx.replicasets]).await;
+    ctx.queue.add_keys(&ctx.pdbs.list());
     for pod in ctx.pods.list() {
         enqueue_stale_condition(&ctx, &pod);
     }
-    let worker_ctx = ctx.clone();
-    ctx.queue.run_workers(2, "disruption", move |key| {
-        let ctx = worker_ctx.clone();
-        async move { sync(&ctx, &key).await }
-    });
-    let stale_ctx = ctx.clone();
+    ctx.queue
+        .run_workers_for(2, "disruption", &ctx, |ctx, key| async move {
+            sync(&ctx, &key).await
+        });
     ctx.stale_pods
-        .run_workers(1, "disruption-stale-pod", move |key| {
-            let ctx = stale_ctx.clone();
-            async move { sync_stale_pod_disruption(&ctx, &key).await }
+        .run_workers_for(1, "disruption-stale-pod", &ctx, |ctx, key| async move {
+            sync_stale_pod_disruption(&ctx, &key).await
         });
     loop {
         tokio::select! {
             Some(change) = pdb_events.recv() => {
-                for pdb in change.objects() {
-                    ctx.queue.add(queue_key(pdb.as_ref()));
-                }
+                ctx.queue.add_keys(change.objects());
             }
             Some(change) = pod_events.recv() => {
                 // Upstream's add/update/delete pod handlers: the budget of the pod's latest
@@ -229,12 +221,17 @@ fn sync_failure_message(e: &Error) -> String {
 async fn try_sync(ctx: &Ctx, pdb: &PodDisruptionBudget) -> SyncResult {
     let ns = pdb.namespace().unwrap_or_default();
     let pods: Vec<Arc<Pod>> = match pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) {
-        Some(sel) => ctx
-            .pods
-            .list_namespace(&ns)
-            .into_iter()
-            .filter(|p| cu::selector_matches(sel, p.metadata.labels.as_ref()))
-            .collect(),
+        Some(sel) => match tandem_core::selector::LabelSelector::from_metav1(sel) {
+            Ok(sel) => {
+                let none = BTreeMap::new();
+                ctx.pods
+                    .list_namespace(&ns)
+                    .into_iter()
+                    .filter(|p| sel.matches_labels(p.metadata.labels.as_ref().unwrap_or(&none)))
+                    .collect()
+            }
+            Err(_) => Vec::new(),
+        },
         None => Vec::new(),
     };
     let expected = match expected_pod_count(ctx, pdb, &pods).await {

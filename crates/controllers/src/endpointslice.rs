@@ -69,24 +69,17 @@ pub async fn run(client: kube::Client, pods: Informer<Pod>) {
     let mut pod_events = ctx.pods.subscribe();
     let mut slice_events = ctx.slices.subscribe();
     let mut ep_events = ctx.endpoints.subscribe();
-    ctx.services.wait_ready().await;
-    ctx.pods.wait_ready().await;
-    ctx.slices.wait_ready().await;
-    ctx.endpoints.wait_ready().await;
-    for s in ctx.services.list() {
-        ctx.queue.add(queue_key(s.as_ref()));
-    }
-    let worker_ctx = ctx.clone();
-    ctx.queue.run_workers(4, "endpointslice", move |key| {
-        let ctx = worker_ctx.clone();
-        async move { sync(&ctx, &key).await }
-    });
+    crate::informer::wait_for_cache_sync(&[&ctx.services, &ctx.pods, &ctx.slices, &ctx.endpoints])
+        .await;
+    ctx.queue.add_keys(&ctx.services.list());
+    ctx.queue
+        .run_workers_for(4, "endpointslice", &ctx, |ctx, key| async move {
+            sync(&ctx, &key).await
+        });
     loop {
         tokio::select! {
             Some(change) = svc_events.recv() => {
-                for s in change.objects() {
-                    ctx.queue.add(queue_key(s.as_ref()));
-                }
+                ctx.queue.add_keys(change.objects());
             }
             Some(change) = pod_events.recv() => {
                 for pod in change.objects() {
@@ -106,9 +99,7 @@ pub async fn run(client: kube::Client, pods: Informer<Pod>) {
                 }
             }
             Some(change) = ep_events.recv() => {
-                for e in change.objects() {
-                    ctx.queue.add(queue_key(e.as_ref()));
-                }
+                ctx.queue.add_keys(change.objects());
             }
             else => return,
         }

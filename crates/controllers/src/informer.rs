@@ -217,6 +217,27 @@ impl<K: Resource> Informer<K> {
     }
 }
 
+/// An informer seen only as a cache that loads a first list (client-go's `HasSynced`), so that
+/// informers of different kinds can be waited for together.
+pub trait HasSynced {
+    /// A receiver that turns `true` once the first complete list is loaded.
+    fn synced(&self) -> watch::Receiver<bool>;
+}
+
+impl<K> HasSynced for Informer<K> {
+    fn synced(&self) -> watch::Receiver<bool> {
+        self.inner.ready.subscribe()
+    }
+}
+
+/// Waits until each of `informers` has loaded its first list (client-go's
+/// `cache.WaitForCacheSync`); [`Informer::wait_ready`] for several at once.
+pub async fn wait_for_cache_sync(informers: &[&(dyn HasSynced + Sync)]) {
+    for informer in informers {
+        let _ = informer.synced().wait_for(|ready| *ready).await;
+    }
+}
+
 /// The key of an object as the work queues use it: `namespace/name`, or `name` when cluster-scoped.
 pub fn queue_key<K: Resource>(obj: &K) -> String {
     match obj.namespace() {

@@ -23,7 +23,7 @@ use serde_json::json;
 use crate::controller_utils::{
     self as cu, Expectations, SyncResult, controller_of, controller_ref, pod_is_ready,
 };
-use crate::informer::{Informer, queue_key, split_key};
+use crate::informer::{Informer, split_key};
 use crate::replicaset::{BURST_REPLICAS, pod_from_template};
 use crate::workqueue::WorkQueue;
 
@@ -50,29 +50,21 @@ pub async fn run(client: kube::Client, pods: Informer<Pod>) {
     });
     let mut job_events = ctx.jobs.subscribe();
     let mut pod_events = ctx.pods.subscribe();
-    ctx.jobs.wait_ready().await;
-    ctx.pods.wait_ready().await;
-    for j in ctx.jobs.list() {
-        ctx.queue.add(queue_key(j.as_ref()));
-    }
-    let worker_ctx = ctx.clone();
-    ctx.queue.run_workers(4, "job", move |key| {
-        let ctx = worker_ctx.clone();
-        async move { sync(&ctx, &key).await }
-    });
+    crate::informer::wait_for_cache_sync(&[&ctx.jobs, &ctx.pods]).await;
+    ctx.queue.add_keys(&ctx.jobs.list());
+    ctx.queue.run_workers_for(
+        4,
+        "job",
+        &ctx,
+        |ctx, key| async move { sync(&ctx, &key).await },
+    );
     loop {
         tokio::select! {
             Some(change) = job_events.recv() => {
-                for j in change.objects() {
-                    ctx.queue.add(queue_key(j.as_ref()));
-                }
+                ctx.queue.add_keys(change.objects());
             }
             Some(change) = pod_events.recv() => {
-                for pod in change.objects() {
-                    if let Some(r) = controller_of(&pod.metadata).filter(|r| r.kind == "Job") {
-                        ctx.queue.add(format!("{}/{}", pod.namespace().unwrap_or_default(), r.name));
-                    }
-                }
+                ctx.queue.add_controller_keys(change.objects(), "Job");
             }
             else => return,
         }

@@ -5,6 +5,7 @@
 pub mod certificates;
 pub mod clock;
 pub mod clusterrole_aggregation;
+pub mod controller_ref_manager;
 pub mod controller_utils;
 pub mod cron_schedule;
 pub mod cronjob;

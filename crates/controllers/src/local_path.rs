@@ -48,6 +48,7 @@ use tandem_core::local_path as lp;
 use crate::controller_utils::{self as cu, SyncResult};
 use crate::events::{self, EventType};
 use crate::informer::{Informer, split_key};
+use crate::persistent_volume::claim_key;
 use crate::workqueue::WorkQueue;
 
 /// Events name the provisioner as their source, as external provisioners do.
@@ -135,15 +136,12 @@ pub async fn run(client: kube::Client, nodes: Informer<Node>) {
     let mut volume_events = ctx.volumes.subscribe();
     let mut class_events = ctx.classes.subscribe();
     let mut node_events = ctx.nodes.subscribe();
-    ctx.claims.wait_ready().await;
-    ctx.volumes.wait_ready().await;
-    ctx.classes.wait_ready().await;
-    ctx.nodes.wait_ready().await;
-    let worker_ctx = ctx.clone();
-    ctx.queue.run_workers(1, "local-path", move |key| {
-        let ctx = worker_ctx.clone();
-        async move { sync(&ctx, &key).await }
-    });
+    crate::informer::wait_for_cache_sync(&[&ctx.claims, &ctx.volumes, &ctx.classes, &ctx.nodes])
+        .await;
+    ctx.queue
+        .run_workers_for(1, "local-path", &ctx, |ctx, key| async move {
+            sync(&ctx, &key).await
+        });
     for pvc in ctx.claims.list() {
         ctx.queue.add(claim_key(&pvc));
     }
@@ -175,14 +173,6 @@ pub async fn run(client: kube::Client, nodes: Informer<Node>) {
             else => return,
         }
     }
-}
-
-fn claim_key(pvc: &PersistentVolumeClaim) -> String {
-    format!(
-        "pvc/{}/{}",
-        pvc.namespace().unwrap_or_default(),
-        pvc.name_any()
-    )
 }
 
 fn requeue_waiting_claims(ctx: &Ctx) {

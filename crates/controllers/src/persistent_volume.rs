@@ -81,14 +81,11 @@ pub async fn run(client: kube::Client) {
     let mut pv_events = ctx.volumes.subscribe();
     let mut pvc_events = ctx.claims.subscribe();
     let mut class_events = ctx.classes.subscribe();
-    ctx.volumes.wait_ready().await;
-    ctx.claims.wait_ready().await;
-    ctx.classes.wait_ready().await;
-    let worker_ctx = ctx.clone();
-    ctx.queue.run_workers(1, "persistentvolume", move |key| {
-        let ctx = worker_ctx.clone();
-        async move { sync(&ctx, &key).await }
-    });
+    crate::informer::wait_for_cache_sync(&[&ctx.volumes, &ctx.claims, &ctx.classes]).await;
+    ctx.queue
+        .run_workers_for(1, "persistentvolume", &ctx, |ctx, key| async move {
+            sync(&ctx, &key).await
+        });
     for pv in ctx.volumes.list() {
         ctx.queue.add(format!("pv/{}", pv.name_any()));
     }
@@ -138,7 +135,8 @@ pub async fn run(client: kube::Client) {
     }
 }
 
-fn claim_key(pvc: &PersistentVolumeClaim) -> String {
+/// The queue key of a claim in the storage controllers' queues: `pvc/<namespace>/<name>`.
+pub(crate) fn claim_key(pvc: &PersistentVolumeClaim) -> String {
     format!(
         "pvc/{}/{}",
         pvc.namespace().unwrap_or_default(),

@@ -100,15 +100,13 @@ pub async fn run(
     spawn_deletion_watch::<Secret>(client.clone(), deleted_tx.clone());
     spawn_deletion_watch::<ReplicationController>(client.clone(), deleted_tx);
     ctx.quotas.wait_ready().await;
-    for q in ctx.quotas.list() {
-        ctx.queue.add(queue_key(q.as_ref()));
-    }
-    let worker_ctx = ctx.clone();
-    ctx.queue
-        .run_workers(options.workers.max(1), "resourcequota", move |key| {
-            let ctx = worker_ctx.clone();
-            async move { sync(&ctx, &key).await }
-        });
+    ctx.queue.add_keys(&ctx.quotas.list());
+    ctx.queue.run_workers_for(
+        options.workers.max(1),
+        "resourcequota",
+        &ctx,
+        |ctx, key| async move { sync(&ctx, &key).await },
+    );
     let mut resync = tokio::time::interval(options.resync_period);
     resync.tick().await;
     loop {
@@ -155,9 +153,7 @@ pub async fn run(
             }
             Some(ns) = deleted_rx.recv() => ctx.replenish(&ns),
             _ = resync.tick() => {
-                for q in ctx.quotas.list() {
-                    ctx.queue.add(queue_key(q.as_ref()));
-                }
+                ctx.queue.add_keys(&ctx.quotas.list());
             }
             else => return,
         }

@@ -47,23 +47,16 @@ pub async fn run(client: kube::Client, ca_pem: String) {
     });
     let mut ns_events = ctx.namespaces.subscribe();
     let mut cm_events = ctx.config_maps.subscribe();
-    ctx.namespaces.wait_ready().await;
-    ctx.config_maps.wait_ready().await;
-    for ns in ctx.namespaces.list() {
-        ctx.queue.add(ns.name_any());
-    }
-    let worker_ctx = ctx.clone();
+    crate::informer::wait_for_cache_sync(&[&ctx.namespaces, &ctx.config_maps]).await;
+    ctx.queue.add_keys(&ctx.namespaces.list());
     ctx.queue
-        .run_workers(2, "root-ca-cert-publisher", move |key| {
-            let ctx = worker_ctx.clone();
-            async move { sync(&ctx, &key).await }
+        .run_workers_for(2, "root-ca-cert-publisher", &ctx, |ctx, key| async move {
+            sync(&ctx, &key).await
         });
     loop {
         tokio::select! {
             Some(change) = ns_events.recv() => {
-                if let Some(ns) = change.new {
-                    ctx.queue.add(ns.name_any());
-                }
+                ctx.queue.add_keys(change.new.iter());
             }
             Some(change) = cm_events.recv() => {
                 if let Some(cm) = change.new.or(change.old) {
@@ -76,10 +69,7 @@ pub async fn run(client: kube::Client, ca_pem: String) {
 }
 
 async fn sync(ctx: &Ctx, namespace: &str) -> SyncResult {
-    let Some(ns) = ctx.namespaces.get("", namespace) else {
-        return Ok(None);
-    };
-    if !cu::namespace_is_active(&ns) {
+    if !cu::active_namespace(&ctx.namespaces, namespace) {
         return Ok(None);
     }
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);

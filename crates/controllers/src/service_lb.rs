@@ -38,22 +38,16 @@ pub async fn run(client: kube::Client, nodes: Informer<Node>) {
     });
     let mut svc_events = ctx.services.subscribe();
     let mut node_events = ctx.nodes.subscribe();
-    ctx.services.wait_ready().await;
-    ctx.nodes.wait_ready().await;
-    for s in ctx.services.list() {
-        ctx.queue.add(queue_key(s.as_ref()));
-    }
-    let worker_ctx = ctx.clone();
-    ctx.queue.run_workers(1, "service-lb", move |key| {
-        let ctx = worker_ctx.clone();
-        async move { sync(&ctx, &key).await }
-    });
+    crate::informer::wait_for_cache_sync(&[&ctx.services, &ctx.nodes]).await;
+    ctx.queue.add_keys(&ctx.services.list());
+    ctx.queue
+        .run_workers_for(1, "service-lb", &ctx, |ctx, key| async move {
+            sync(&ctx, &key).await
+        });
     loop {
         tokio::select! {
             Some(change) = svc_events.recv() => {
-                for s in change.objects() {
-                    ctx.queue.add(queue_key(s.as_ref()));
-                }
+                ctx.queue.add_keys(change.objects());
             }
             Some(change) = node_events.recv() => {
                 let before = change.old.as_deref().and_then(lb_address);

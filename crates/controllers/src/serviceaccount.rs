@@ -49,22 +49,16 @@ pub async fn run(client: kube::Client) {
     });
     let mut ns_events = ctx.namespaces.subscribe();
     let mut sa_events = ctx.accounts.subscribe();
-    ctx.namespaces.wait_ready().await;
-    ctx.accounts.wait_ready().await;
-    for ns in ctx.namespaces.list() {
-        ctx.queue.add(ns.name_any());
-    }
-    let worker_ctx = ctx.clone();
-    ctx.queue.run_workers(2, "serviceaccount", move |key| {
-        let ctx = worker_ctx.clone();
-        async move { sync(&ctx, &key).await }
-    });
+    crate::informer::wait_for_cache_sync(&[&ctx.namespaces, &ctx.accounts]).await;
+    ctx.queue.add_keys(&ctx.namespaces.list());
+    ctx.queue
+        .run_workers_for(2, "serviceaccount", &ctx, |ctx, key| async move {
+            sync(&ctx, &key).await
+        });
     loop {
         tokio::select! {
             Some(change) = ns_events.recv() => {
-                if let Some(ns) = change.new {
-                    ctx.queue.add(ns.name_any());
-                }
+                ctx.queue.add_keys(change.new.iter());
             }
             Some(change) = sa_events.recv() => {
                 // A deleted default account is recreated.
@@ -80,10 +74,7 @@ pub async fn run(client: kube::Client) {
 }
 
 async fn sync(ctx: &Ctx, namespace: &str) -> SyncResult {
-    let Some(ns) = ctx.namespaces.get("", namespace) else {
-        return Ok(None);
-    };
-    if !cu::namespace_is_active(&ns) {
+    if !cu::active_namespace(&ctx.namespaces, namespace) {
         return Ok(None);
     }
     let api: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), namespace);

@@ -58,6 +58,7 @@ use crate::controller_utils::{self as cu, SyncResult};
 use crate::events::{self, EventType};
 use crate::informer::{Informer, split_key};
 use crate::local_path::claim_class;
+use crate::persistent_volume::claim_key;
 use crate::workqueue::WorkQueue;
 
 /// Events name the driver as their source, as the external provisioner does.
@@ -209,15 +210,12 @@ pub async fn run(client: kube::Client) {
     let mut volume_events = ctx.volumes.subscribe();
     let mut class_events = ctx.classes.subscribe();
     let mut driver_events = ctx.drivers.subscribe();
-    ctx.claims.wait_ready().await;
-    ctx.volumes.wait_ready().await;
-    ctx.classes.wait_ready().await;
-    ctx.drivers.wait_ready().await;
-    let worker_ctx = ctx.clone();
-    ctx.queue.run_workers(1, "smb-csi", move |key| {
-        let ctx = worker_ctx.clone();
-        async move { sync(&ctx, &key).await }
-    });
+    crate::informer::wait_for_cache_sync(&[&ctx.claims, &ctx.volumes, &ctx.classes, &ctx.drivers])
+        .await;
+    ctx.queue
+        .run_workers_for(1, "smb-csi", &ctx, |ctx, key| async move {
+            sync(&ctx, &key).await
+        });
     for pvc in ctx.claims.list() {
         ctx.queue.add(claim_key(&pvc));
     }
@@ -250,14 +248,6 @@ pub async fn run(client: kube::Client) {
             else => return,
         }
     }
-}
-
-fn claim_key(pvc: &PersistentVolumeClaim) -> String {
-    format!(
-        "pvc/{}/{}",
-        pvc.namespace().unwrap_or_default(),
-        pvc.name_any()
-    )
 }
 
 fn requeue_claims(ctx: &Ctx) {

@@ -37,7 +37,7 @@ use serde_json::json;
 use crate::controller_utils::{self as cu, SyncResult, controller_of, controller_ref};
 use crate::daemonset::CONTROLLER_REVISION_HASH;
 use crate::deployment::compute_hash;
-use crate::informer::{Informer, queue_key, split_key};
+use crate::informer::{Informer, split_key};
 use crate::workqueue::WorkQueue;
 
 /// Label with the pod's name, for per-pod Services.
@@ -64,30 +64,19 @@ pub async fn run(client: kube::Client, pods: Informer<Pod>) {
     });
     let mut set_events = ctx.sets.subscribe();
     let mut pod_events = ctx.pods.subscribe();
-    ctx.sets.wait_ready().await;
-    ctx.pods.wait_ready().await;
-    ctx.revisions.wait_ready().await;
-    for s in ctx.sets.list() {
-        ctx.queue.add(queue_key(s.as_ref()));
-    }
-    let worker_ctx = ctx.clone();
-    ctx.queue.run_workers(4, "statefulset", move |key| {
-        let ctx = worker_ctx.clone();
-        async move { sync(&ctx, &key).await }
-    });
+    crate::informer::wait_for_cache_sync(&[&ctx.sets, &ctx.pods, &ctx.revisions]).await;
+    ctx.queue.add_keys(&ctx.sets.list());
+    ctx.queue
+        .run_workers_for(4, "statefulset", &ctx, |ctx, key| async move {
+            sync(&ctx, &key).await
+        });
     loop {
         tokio::select! {
             Some(change) = set_events.recv() => {
-                for s in change.objects() {
-                    ctx.queue.add(queue_key(s.as_ref()));
-                }
+                ctx.queue.add_keys(change.objects());
             }
             Some(change) = pod_events.recv() => {
-                for pod in change.objects() {
-                    if let Some(r) = controller_of(&pod.metadata).filter(|r| r.kind == "StatefulSet") {
-                        ctx.queue.add(format!("{}/{}", pod.namespace().unwrap_or_default(), r.name));
-                    }
-                }
+                ctx.queue.add_controller_keys(change.objects(), "StatefulSet");
             }
             else => return,
         }

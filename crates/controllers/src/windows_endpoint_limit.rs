@@ -18,7 +18,7 @@ use kube::runtime::watcher;
 use crate::controller_utils::{SyncResult, map_selector_matches};
 use crate::endpointslice::{CONTROLLER_NAME, MANAGED_BY, SERVICE_NAME};
 use crate::events::{self, EventType};
-use crate::informer::{Informer, queue_key, split_key};
+use crate::informer::{Informer, split_key};
 use crate::workqueue::WorkQueue;
 
 /// Most backends a Service may have for Windows nodes to load-balance it.
@@ -53,25 +53,17 @@ pub async fn run(client: kube::Client, pods: Informer<Pod>, nodes: Informer<Node
     });
     let mut svc_events = ctx.services.subscribe();
     let mut slice_events = ctx.slices.subscribe();
-    ctx.services.wait_ready().await;
-    ctx.slices.wait_ready().await;
-    ctx.pods.wait_ready().await;
-    ctx.nodes.wait_ready().await;
-    for s in ctx.services.list() {
-        ctx.queue.add(queue_key(s.as_ref()));
-    }
-    let worker_ctx = ctx.clone();
+    crate::informer::wait_for_cache_sync(&[&ctx.services, &ctx.slices, &ctx.pods, &ctx.nodes])
+        .await;
+    ctx.queue.add_keys(&ctx.services.list());
     ctx.queue
-        .run_workers(1, "windows-endpoint-limit", move |key| {
-            let ctx = worker_ctx.clone();
-            async move { sync(&ctx, &key).await }
+        .run_workers_for(1, "windows-endpoint-limit", &ctx, |ctx, key| async move {
+            sync(&ctx, &key).await
         });
     loop {
         tokio::select! {
             Some(change) = svc_events.recv() => {
-                for s in change.objects() {
-                    ctx.queue.add(queue_key(s.as_ref()));
-                }
+                ctx.queue.add_keys(change.objects());
             }
             Some(change) = slice_events.recv() => {
                 for s in change.objects() {

@@ -12,6 +12,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use kube::Resource;
+
+use crate::informer::queue_key;
 use crate::metrics::{QueueMetrics, WorkqueueMetrics};
 
 #[derive(Default)]
@@ -162,6 +165,47 @@ impl WorkQueue {
             drop(s);
             self.notify.notify_one();
         }
+    }
+
+    /// Queues every object's [`queue_key`] (a list from an informer, or a change's objects).
+    pub fn add_keys<'a, K: Resource + 'a>(&self, objects: impl IntoIterator<Item = &'a Arc<K>>) {
+        for obj in objects {
+            self.add(queue_key(obj.as_ref()));
+        }
+    }
+
+    /// Queues the key of each object's controller when it is a `kind`
+    /// ([`controller_key`](crate::controller_utils::controller_key)): how a workload controller
+    /// reacts to changes of the objects it owns (a Job's pods, a CronJob's Jobs).
+    pub fn add_controller_keys<'a, K: Resource + 'a>(
+        &self,
+        objects: impl IntoIterator<Item = &'a Arc<K>>,
+        kind: &str,
+    ) {
+        for obj in objects {
+            if let Some(key) = crate::controller_utils::controller_key(obj.as_ref(), kind) {
+                self.add(key);
+            }
+        }
+    }
+
+    /// [`run_workers`](Self::run_workers) for a controller's usual shape: each worker holds the
+    /// shared context `ctx` and calls `sync(ctx, key)`, e.g.
+    /// `queue.run_workers_for(2, "job", &ctx, |ctx, key| async move { sync(&ctx, &key).await })`.
+    pub fn run_workers_for<C, F, Fut, E>(
+        &self,
+        workers: usize,
+        name: &'static str,
+        ctx: &Arc<C>,
+        sync: F,
+    ) where
+        C: Send + Sync + 'static,
+        F: Fn(Arc<C>, String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Option<Duration>, E>> + Send,
+        E: std::fmt::Display,
+    {
+        let ctx = ctx.clone();
+        self.run_workers(workers, name, move |key| sync(ctx.clone(), key));
     }
 
     /// Runs `workers` loops that take keys and call `sync`. `Ok(Some(d))` asks to see the key

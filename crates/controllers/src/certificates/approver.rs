@@ -127,14 +127,11 @@ pub async fn run(client: kube::Client, csrs: Informer<CertificateSigningRequest>
         csrs,
         queue: WorkQueue::named("certificate"),
     });
-    for csr in ctx.csrs.list() {
-        ctx.queue.add(csr.name_any());
-    }
-    let worker_ctx = ctx.clone();
-    ctx.queue.run_workers(2, "csrapproving", move |name| {
-        let ctx = worker_ctx.clone();
-        async move { sync(&ctx, &name).await }
-    });
+    ctx.queue.add_keys(&ctx.csrs.list());
+    ctx.queue
+        .run_workers_for(2, "csrapproving", &ctx, |ctx, name| async move {
+            sync(&ctx, &name).await
+        });
     while let Some(change) = events.recv().await {
         if let Some(csr) = change.new {
             ctx.queue.add(csr.name_any());
@@ -187,21 +184,9 @@ mod tests {
     use k8s_openapi::api::certificates::v1::{
         CertificateSigningRequestSpec, CertificateSigningRequestStatus,
     };
-    use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
 
     fn request_pem(cn: &str, org: &str) -> Vec<u8> {
-        let key = KeyPair::generate().expect("key");
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, cn);
-        dn.push(DnType::OrganizationName, org);
-        params.distinguished_name = dn;
-        params
-            .serialize_request(&key)
-            .expect("csr")
-            .pem()
-            .expect("pem")
-            .into_bytes()
+        crate::certificates::testing::request_pem(cn, &[org], &[]).into_bytes()
     }
 
     fn csr(user: &str, cn: &str, org: &str) -> CertificateSigningRequest {

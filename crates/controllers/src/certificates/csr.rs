@@ -722,46 +722,11 @@ mod tests {
     }
 
     fn ca() -> Ca {
-        let key = KeyPair::generate().expect("key");
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, "test-ca");
-        params.distinguished_name = dn;
-        params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        params.not_before = rcgen::date_time_ymd(2024, 1, 1);
-        params.not_after = rcgen::date_time_ymd(2124, 1, 1);
-        let cert = params.self_signed(&key).expect("ca");
-        Ca {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-        }
+        let (cert_pem, key_pem) = super::super::testing::ca_pems();
+        Ca { cert_pem, key_pem }
     }
 
-    /// A request for `cn` in `orgs` with `sans` (DNS names or IP addresses), as PEM.
-    fn request(cn: &str, orgs: &[&str], sans: &[&str]) -> String {
-        let key = KeyPair::generate().expect("key");
-        let mut params =
-            CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-                .expect("params");
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, cn);
-        // rcgen keeps one value per type; a second organization goes under its raw OID.
-        for (i, org) in orgs.iter().enumerate() {
-            let ty = if i == 0 {
-                DnType::OrganizationName
-            } else {
-                DnType::CustomDnType(OID_ORGANIZATION.to_vec())
-            };
-            dn.push(ty, *org);
-        }
-        params.distinguished_name = dn;
-        params
-            .serialize_request(&key)
-            .expect("csr")
-            .pem()
-            .expect("pem")
-    }
+    use super::super::testing::request_pem as request;
 
     fn usages(u: &[&str]) -> Vec<String> {
         u.iter().map(|s| s.to_string()).collect()

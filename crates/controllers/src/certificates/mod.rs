@@ -15,6 +15,8 @@
 pub mod approver;
 pub mod csr;
 pub mod signer;
+#[cfg(test)]
+mod testing;
 
 use std::sync::Arc;
 use std::time::Duration;

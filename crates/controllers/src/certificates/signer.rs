@@ -110,14 +110,11 @@ pub async fn run(
         max_duration,
         queue: WorkQueue::named("certificate"),
     });
-    for csr in ctx.csrs.list() {
-        ctx.queue.add(csr.name_any());
-    }
-    let worker_ctx = ctx.clone();
-    ctx.queue.run_workers(2, "csrsigning", move |name| {
-        let ctx = worker_ctx.clone();
-        async move { sync(&ctx, &name).await }
-    });
+    ctx.queue.add_keys(&ctx.csrs.list());
+    ctx.queue
+        .run_workers_for(2, "csrsigning", &ctx, |ctx, name| async move {
+            sync(&ctx, &name).await
+        });
     while let Some(change) = events.recv().await {
         if let Some(csr) = change.new {
             ctx.queue.add(csr.name_any());
@@ -159,35 +156,14 @@ mod tests {
     use super::*;
 
     use k8s_openapi::api::certificates::v1::CertificateSigningRequestSpec;
-    use rcgen::{CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, KeyUsagePurpose};
 
     fn authority() -> Authority {
-        let key = KeyPair::generate().expect("key");
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, "test-ca");
-        params.distinguished_name = dn;
-        params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign];
-        params.not_before = rcgen::date_time_ymd(2024, 1, 1);
-        params.not_after = rcgen::date_time_ymd(2124, 1, 1);
-        let cert = params.self_signed(&key).expect("ca");
-        Authority::from_pem(&cert.pem(), &key.serialize_pem()).expect("authority")
+        let (cert_pem, key_pem) = crate::certificates::testing::ca_pems();
+        Authority::from_pem(&cert_pem, &key_pem).expect("authority")
     }
 
     fn request_pem(cn: &str, org: &str) -> Vec<u8> {
-        let key = KeyPair::generate().expect("key");
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, cn);
-        dn.push(DnType::OrganizationName, org);
-        params.distinguished_name = dn;
-        params
-            .serialize_request(&key)
-            .expect("csr")
-            .pem()
-            .expect("pem")
-            .into_bytes()
+        crate::certificates::testing::request_pem(cn, &[org], &[]).into_bytes()
     }
 
     fn approved_csr(org: &str) -> CertificateSigningRequest {

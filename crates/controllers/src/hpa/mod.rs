@@ -102,21 +102,18 @@ pub async fn run(client: kube::Client, pods: Informer<Pod>, options: HpaOptions)
         history: Mutex::new(HashMap::new()),
     });
     let mut events = ctx.hpas.subscribe();
-    ctx.hpas.wait_ready().await;
-    ctx.pods.wait_ready().await;
-    let worker_ctx = ctx.clone();
-    ctx.queue
-        .run_workers(2, "horizontal-pod-autoscaler", move |key| {
-            let ctx = worker_ctx.clone();
-            async move { sync(&ctx, &key).await }
-        });
+    crate::informer::wait_for_cache_sync(&[&ctx.hpas, &ctx.pods]).await;
+    ctx.queue.run_workers_for(
+        2,
+        "horizontal-pod-autoscaler",
+        &ctx,
+        |ctx, key| async move { sync(&ctx, &key).await },
+    );
     let mut resync = tokio::time::interval(ctx.options.sync_period);
     loop {
         tokio::select! {
             _ = resync.tick() => {
-                for hpa in ctx.hpas.list() {
-                    ctx.queue.add(queue_key(hpa.as_ref()));
-                }
+                ctx.queue.add_keys(&ctx.hpas.list());
             }
             Some(change) = events.recv() => {
                 // New HPAs and changed specs are looked at now; the controller's own status

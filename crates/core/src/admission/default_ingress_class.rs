@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use super::default_storage_class::newest_marked;
+use super::default_storage_class::{has_annotation, name_class, newest_marked};
 
 /// The annotation marking an IngressClass as the cluster default.
 pub const IS_DEFAULT_CLASS: &str = "ingressclass.kubernetes.io/is-default-class";
@@ -30,45 +30,27 @@ pub fn is_default(class: &Value) -> bool {
 /// Sets `spec.ingressClassName` of an Ingress being created to the default class when it
 /// names none (see the module documentation). Returns the class set, if any.
 pub fn admit<'a>(ingress: &mut Value, classes: &'a [Value]) -> Option<&'a str> {
-    let has_legacy_annotation = ingress
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(LEGACY_CLASS_ANNOTATION))
-        .is_some();
-    if has_legacy_annotation {
+    if has_annotation(ingress, LEGACY_CLASS_ANNOTATION) {
         return None;
     }
     let class = newest_marked(classes, is_default)?;
-    let object = ingress.as_object_mut()?;
-    let spec = object
+    let spec = ingress
+        .as_object_mut()?
         .entry("spec")
         .or_insert_with(|| Value::Object(Default::default()))
         .as_object_mut()?;
-    if spec.get("ingressClassName").is_some_and(|v| !v.is_null()) {
-        return None;
-    }
-    spec.insert(
-        "ingressClassName".to_string(),
-        Value::String(class.to_string()),
-    );
-    Some(class)
+    name_class(spec, "ingressClassName", || Some(class))
 }
 
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
+    use super::super::default_storage_class::class_fixture;
     use super::*;
 
     fn class(name: &str, default: Option<&str>, created: &str) -> Value {
-        let mut c = json!({
-            "apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
-            "metadata": {"name": name, "creationTimestamp": created},
-            "spec": {"controller": "example.com/ingress"},
-        });
-        if let Some(v) = default {
-            c["metadata"]["annotations"] = json!({ IS_DEFAULT_CLASS: v });
-        }
-        c
+        class_fixture(name, IS_DEFAULT_CLASS, default, created)
     }
 
     fn ingress(spec: Value) -> Value {

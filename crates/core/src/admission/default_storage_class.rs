@@ -11,7 +11,7 @@
 //! the beta annotation). When several are, upstream picks the newest (`creationTimestamp`), ties
 //! broken by the smaller name; when none is, the claim is unchanged.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// The annotation marking a StorageClass as the cluster default.
 pub const IS_DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
@@ -65,23 +65,51 @@ fn created(c: &Value) -> Option<&str> {
 /// Sets `spec.storageClassName` of a claim being created to the default class, when the claim
 /// names none (see the module documentation). Returns the class set, if any.
 pub fn admit<'a>(claim: &mut Value, classes: &'a [Value]) -> Option<&'a str> {
-    let has_beta_annotation = claim
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(BETA_STORAGE_CLASS))
-        .is_some();
-    if has_beta_annotation {
+    if has_annotation(claim, BETA_STORAGE_CLASS) {
         return None;
     }
     let spec = claim.get_mut("spec")?.as_object_mut()?;
-    if spec.get("storageClassName").is_some_and(|v| !v.is_null()) {
+    name_class(spec, "storageClassName", || default_class(classes))
+}
+
+/// Whether `object` carries annotation `key` (whatever its value): the legacy class
+/// annotations that make both default-class plugins leave an object alone.
+pub(crate) fn has_annotation(object: &Value, key: &str) -> bool {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .is_some()
+}
+
+/// Sets `spec[field]` to the class `default` picks, unless the spec already names one (a null
+/// value counts as unset). Returns the class set, if any.
+pub(crate) fn name_class<'a>(
+    spec: &mut Map<String, Value>,
+    field: &str,
+    default: impl FnOnce() -> Option<&'a str>,
+) -> Option<&'a str> {
+    if spec.get(field).is_some_and(|v| !v.is_null()) {
         return None;
     }
-    let class = default_class(classes)?;
-    spec.insert(
-        "storageClassName".to_string(),
-        Value::String(class.to_string()),
-    );
+    let class = default()?;
+    spec.insert(field.to_string(), Value::String(class.to_string()));
     Some(class)
+}
+
+/// A class object named `name`, created at `created`, with `annotation` set to `default`
+/// when given: the fixture of both default-class plugins' tests.
+#[cfg(test)]
+pub(crate) fn class_fixture(
+    name: &str,
+    annotation: &str,
+    default: Option<&str>,
+    created: &str,
+) -> Value {
+    let mut c = serde_json::json!({"metadata": {"name": name, "creationTimestamp": created}});
+    if let Some(v) = default {
+        c["metadata"]["annotations"] = serde_json::json!({ annotation: v });
+    }
+    c
 }
 
 #[cfg(test)]
@@ -91,15 +119,7 @@ mod tests {
     use super::*;
 
     fn class(name: &str, default: Option<&str>, created: &str) -> Value {
-        let mut c = json!({
-            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-            "metadata": {"name": name, "creationTimestamp": created},
-            "provisioner": "tandem.io/local-path",
-        });
-        if let Some(v) = default {
-            c["metadata"]["annotations"] = json!({ IS_DEFAULT_CLASS: v });
-        }
-        c
+        class_fixture(name, IS_DEFAULT_CLASS, default, created)
     }
 
     fn claim(spec: Value) -> Value {

@@ -62,51 +62,48 @@ fn merge_container(
     let Some(obj) = c.as_object_mut() else {
         return;
     };
-    let resources = obj
-        .entry("resources")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !resources.is_object() {
-        *resources = Value::Object(Map::new());
+    let resources = object_entry(obj, "resources");
+    let set_limits = fill_missing(resources, "limits", limits);
+    let set_requests = fill_missing(resources, "requests", requests);
+    for (set, what) in [(set_requests, "request"), (set_limits, "limit")] {
+        if !set.is_empty() {
+            notes.push(format!("{} {what} for {label} {name}", set.join(", ")));
+        }
     }
-    let mut set = |field: &str, defaults: &Map<String, Value>| -> Vec<String> {
-        if defaults.is_empty() {
-            return Vec::new();
+}
+
+/// Copies into `resources[field]` the `defaults` it lacks; returns their names, sorted. With
+/// no defaults the field is left as it is (not created).
+fn fill_missing(
+    resources: &mut Map<String, Value>,
+    field: &str,
+    defaults: &Map<String, Value>,
+) -> Vec<String> {
+    if defaults.is_empty() {
+        return Vec::new();
+    }
+    let target = object_entry(resources, field);
+    let mut names = Vec::new();
+    for (k, v) in defaults {
+        if !target.contains_key(k) {
+            target.insert(k.clone(), v.clone());
+            names.push(k.clone());
         }
-        let Some(res) = resources.as_object_mut() else {
-            return Vec::new();
-        };
-        let target = res
-            .entry(field)
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !target.is_object() {
-            *target = Value::Object(Map::new());
-        }
-        let mut names = Vec::new();
-        if let Some(t) = target.as_object_mut() {
-            for (k, v) in defaults {
-                if !t.contains_key(k) {
-                    t.insert(k.clone(), v.clone());
-                    names.push(k.clone());
-                }
-            }
-        }
-        names.sort();
-        names
+    }
+    names.sort();
+    names
+}
+
+/// `obj[key]` as an object, a missing or non-object value replaced by `{}`.
+fn object_entry<'a>(obj: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let v = obj.entry(key).or_insert_with(|| Value::Object(Map::new()));
+    if !v.is_object() {
+        *v = Value::Object(Map::new());
+    }
+    let Value::Object(m) = v else {
+        unreachable!("replaced by an object above")
     };
-    let set_limits = set("limits", limits);
-    let set_requests = set("requests", requests);
-    if !set_requests.is_empty() {
-        notes.push(format!(
-            "{} request for {label} {name}",
-            set_requests.join(", ")
-        ));
-    }
-    if !set_limits.is_empty() {
-        notes.push(format!(
-            "{} limit for {label} {name}",
-            set_limits.join(", ")
-        ));
-    }
+    m
 }
 
 /// Upstream `PodMutateLimitFunc` for each range in turn: applies the `Container` defaults of
@@ -137,15 +134,7 @@ pub fn default_pod(pod: &mut Value, ranges: &[Value]) {
         }
         let value = format!("LimitRanger plugin set: {}", notes.join("; "));
         if let Some(meta) = pod.get_mut("metadata").and_then(Value::as_object_mut) {
-            let ann = meta
-                .entry("annotations")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if !ann.is_object() {
-                *ann = Value::Object(Map::new());
-            }
-            if let Some(a) = ann.as_object_mut() {
-                a.insert(ANNOTATION.to_string(), Value::String(value));
-            }
+            object_entry(meta, "annotations").insert(ANNOTATION.to_string(), Value::String(value));
         }
     }
 }
@@ -156,74 +145,52 @@ fn milli(a: Amount) -> i128 {
     a.millis()
 }
 
-fn min_constraint(
-    kind: &str,
-    res: &str,
-    enforced: Amount,
-    requests: &ResourceList,
-    limits: &ResourceList,
-) -> Option<String> {
-    let Some(req) = requests.get(res) else {
-        return Some(format!(
-            "minimum {res} usage per {kind} is {enforced}.  No request is specified"
-        ));
-    };
-    if milli(*req) < milli(enforced) {
-        return Some(format!(
-            "minimum {res} usage per {kind} is {enforced}, but request is {req}"
-        ));
-    }
-    if let Some(lim) = limits.get(res)
-        && milli(*lim) < milli(enforced)
-    {
-        return Some(format!(
-            "minimum {res} usage per {kind} is {enforced}, but limit is {lim}"
-        ));
-    }
-    None
+/// Which side of a `min`/`max` an amount must stay on.
+#[derive(Debug, Clone, Copy)]
+enum Bound {
+    Min,
+    Max,
 }
 
-fn max_constraint(
-    kind: &str,
-    res: &str,
-    enforced: Amount,
-    requests: &ResourceList,
-    limits: &ResourceList,
-) -> Option<String> {
-    let Some(lim) = limits.get(res) else {
-        return Some(format!(
-            "maximum {res} usage per {kind} is {enforced}.  No limit is specified"
-        ));
-    };
-    if milli(*lim) > milli(enforced) {
-        return Some(format!(
-            "maximum {res} usage per {kind} is {enforced}, but limit is {lim}"
-        ));
+impl Bound {
+    fn word(self) -> &'static str {
+        match self {
+            Bound::Min => "minimum",
+            Bound::Max => "maximum",
+        }
     }
-    if let Some(req) = requests.get(res)
-        && milli(*req) > milli(enforced)
-    {
-        return Some(format!(
-            "maximum {res} usage per {kind} is {enforced}, but request is {req}"
-        ));
+
+    fn violated_by(self, value: Amount, enforced: Amount) -> bool {
+        match self {
+            Bound::Min => milli(value) < milli(enforced),
+            Bound::Max => milli(value) > milli(enforced),
+        }
     }
-    None
 }
 
-/// Upstream `maxRequestConstraint`, for claims (whose limits are not user input).
-fn max_request_constraint(
+/// Upstream `minConstraint`, `maxConstraint` and `maxRequestConstraint` in one: `required` (a
+/// name such as `request` and its list) must state `res` and stay within the bound, then
+/// `optional`, when it states `res`, must too. The first violation is the message.
+fn bound_constraint(
+    bound: Bound,
     kind: &str,
     res: &str,
     enforced: Amount,
-    requests: &ResourceList,
+    required: (&str, &ResourceList),
+    optional: Option<(&str, &ResourceList)>,
 ) -> Option<String> {
-    let Some(req) = requests.get(res) else {
+    let word = bound.word();
+    let (name, list) = required;
+    let Some(value) = list.get(res) else {
         return Some(format!(
-            "maximum {res} usage per {kind} is {enforced}.  No request is specified"
+            "{word} {res} usage per {kind} is {enforced}.  No {name} is specified"
         ));
     };
-    (milli(*req) > milli(enforced))
-        .then(|| format!("maximum {res} usage per {kind} is {enforced}, but request is {req}"))
+    let stated = optional.and_then(|(name, list)| list.get(res).map(|v| (name, v)));
+    std::iter::once((name, value))
+        .chain(stated)
+        .find(|(_, v)| bound.violated_by(**v, enforced))
+        .map(|(name, v)| format!("{word} {res} usage per {kind} is {enforced}, but {name} is {v}"))
 }
 
 fn ratio_constraint(
@@ -262,11 +229,28 @@ fn check_item(
     limits: &ResourceList,
     errs: &mut Vec<String>,
 ) {
+    let (request, limit) = (("request", requests), ("limit", limits));
+    // Upstream `minConstraint`: a request is required; it and any limit are at least `min`.
     for (k, v) in resource_list(item.get("min")) {
-        errs.extend(min_constraint(kind, &k, v, requests, limits));
+        errs.extend(bound_constraint(
+            Bound::Min,
+            kind,
+            &k,
+            v,
+            request,
+            Some(limit),
+        ));
     }
+    // Upstream `maxConstraint`: a limit is required; it and any request are at most `max`.
     for (k, v) in resource_list(item.get("max")) {
-        errs.extend(max_constraint(kind, &k, v, requests, limits));
+        errs.extend(bound_constraint(
+            Bound::Max,
+            kind,
+            &k,
+            v,
+            limit,
+            Some(request),
+        ));
     }
     for (k, v) in resource_list(item.get("maxLimitRequestRatio")) {
         errs.extend(ratio_constraint(kind, &k, v, requests, limits));
@@ -333,26 +317,17 @@ pub fn validate_pod(pod: &Value, ranges: &[Value]) -> Result<(), String> {
 /// `PersistentVolumeClaim` items' `min` and `max`.
 pub fn validate_claim(pvc: &Value, ranges: &[Value]) -> Result<(), String> {
     let requests = resource_list(pvc.pointer("/spec/resources/requests"));
-    let none = ResourceList::new();
+    let request = ("request", &requests);
     for range in ranges {
         let mut errs = Vec::new();
         for item in items(range, "PersistentVolumeClaim") {
-            for (k, v) in resource_list(item.get("min")) {
-                errs.extend(min_constraint(
-                    "PersistentVolumeClaim",
-                    &k,
-                    v,
-                    &requests,
-                    &none,
-                ));
-            }
-            for (k, v) in resource_list(item.get("max")) {
-                errs.extend(max_request_constraint(
-                    "PersistentVolumeClaim",
-                    &k,
-                    v,
-                    &requests,
-                ));
+            // Upstream `minConstraint` and `maxRequestConstraint`: a claim's limits are not
+            // user input, so only its request is checked.
+            for (field, bound) in [("min", Bound::Min), ("max", Bound::Max)] {
+                for (k, v) in resource_list(item.get(field)) {
+                    let kind = "PersistentVolumeClaim";
+                    errs.extend(bound_constraint(bound, kind, &k, v, request, None));
+                }
             }
         }
         aggregate(errs)?;

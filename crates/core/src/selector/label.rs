@@ -1,10 +1,12 @@
 //! Label selectors: a port of `k8s.io/apimachinery/pkg/labels` (the string syntax parser,
 //! `Requirement`, matching and canonical `String()` form) and of
-//! `metav1.LabelSelectorAsSelector` for the structured form.
+//! `metav1.LabelSelectorAsSelector` for the structured form, given as JSON or as k8s-openapi's
+//! typed `LabelSelector`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
 use serde_json::{Map, Value};
 
 use super::SelectorError;
@@ -57,6 +59,25 @@ pub struct Requirement {
 pub struct LabelSelector {
     requirements: Vec<Requirement>,
     nothing: bool,
+}
+
+/// A label set a selector is matched against (`labels.Labels`): an object's `metadata.labels`
+/// as JSON, or the `BTreeMap` k8s-openapi's typed objects carry.
+pub trait Labels {
+    /// The value of label `key`, if the set has it (a non-string JSON value reads as absent).
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl Labels for Map<String, Value> {
+    fn label(&self, key: &str) -> Option<&str> {
+        Map::get(self, key).and_then(Value::as_str)
+    }
+}
+
+impl Labels for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        BTreeMap::get(self, key).map(String::as_str)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -142,8 +163,8 @@ impl Requirement {
 
     /// `Requirement.Matches`: `In`/`=` need the label with one of the values; `NotIn`/`!=`
     /// match a missing label; `Gt`/`Lt` compare integers and never match a non-integer label.
-    pub fn matches(&self, labels: &Map<String, Value>) -> bool {
-        let value = labels.get(&self.key).and_then(Value::as_str);
+    pub fn matches<L: Labels + ?Sized>(&self, labels: &L) -> bool {
+        let value = labels.label(&self.key);
         match self.operator {
             Operator::In | Operator::Equals | Operator::DoubleEquals => {
                 value.is_some_and(|v| self.has_value(v))
@@ -631,31 +652,17 @@ impl LabelSelector {
             Some(Value::Array(a)) => a.as_slice(),
             Some(_) => return Err(invalid("matchExpressions must be a list".to_string())),
         };
-        if match_labels.is_none_or(Map::is_empty) && expressions.is_empty() {
-            return Ok(LabelSelector::everything());
-        }
-        let mut requirements = Vec::new();
+        let mut labels = Vec::new();
         for (k, v) in match_labels.into_iter().flatten() {
             let v = v
                 .as_str()
                 .ok_or_else(|| invalid(format!("matchLabels[{k}] must be a string")))?;
-            requirements.push(Requirement::new(k, Operator::Equals, vec![v.to_string()])?);
+            labels.push((k.as_str(), v));
         }
+        let mut terms = Vec::new();
         for expr in expressions {
             let key = expr.get("key").and_then(Value::as_str).unwrap_or("");
             let op_name = expr.get("operator").and_then(Value::as_str).unwrap_or("");
-            let op = match op_name {
-                "In" => Operator::In,
-                "NotIn" => Operator::NotIn,
-                "Exists" => Operator::Exists,
-                "DoesNotExist" => Operator::DoesNotExist,
-                other => {
-                    return Err(invalid(format!(
-                        "{} is not a valid label selector operator",
-                        go_quote(other)
-                    )));
-                }
-            };
             let values = match expr.get("values") {
                 None | Some(Value::Null) => Vec::new(),
                 Some(Value::Array(a)) => a
@@ -669,6 +676,54 @@ impl LabelSelector {
                     return Err(invalid(
                         "matchExpressions values must be a list".to_string(),
                     ));
+                }
+            };
+            terms.push((key, op_name, values));
+        }
+        LabelSelector::from_terms(labels, terms)
+    }
+
+    /// [`from_json`](Self::from_json) for k8s-openapi's typed `metav1.LabelSelector`
+    /// (`metav1.LabelSelectorAsSelector` of a non-nil selector): no labels and no expressions
+    /// select everything. A caller holding an `Option` maps `None` to
+    /// [`nothing`](Self::nothing), as upstream does for a nil selector.
+    pub fn from_metav1(sel: &metav1::LabelSelector) -> Result<LabelSelector, SelectorError> {
+        let labels = sel
+            .match_labels
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str(), v.as_str()));
+        let terms = sel.match_expressions.iter().flatten().map(|e| {
+            (
+                e.key.as_str(),
+                e.operator.as_str(),
+                e.values.clone().unwrap_or_default(),
+            )
+        });
+        LabelSelector::from_terms(labels, terms)
+    }
+
+    /// The common part of `LabelSelectorAsSelector`: `matchLabels` as `=` requirements,
+    /// `matchExpressions` with their four operators, each validated; nothing selects everything.
+    fn from_terms<'a>(
+        labels: impl IntoIterator<Item = (&'a str, &'a str)>,
+        terms: impl IntoIterator<Item = (&'a str, &'a str, Vec<String>)>,
+    ) -> Result<LabelSelector, SelectorError> {
+        let mut requirements = Vec::new();
+        for (k, v) in labels {
+            requirements.push(Requirement::new(k, Operator::Equals, vec![v.to_string()])?);
+        }
+        for (key, op_name, values) in terms {
+            let op = match op_name {
+                "In" => Operator::In,
+                "NotIn" => Operator::NotIn,
+                "Exists" => Operator::Exists,
+                "DoesNotExist" => Operator::DoesNotExist,
+                other => {
+                    return Err(SelectorError::InvalidLabelSelector(format!(
+                        "{} is not a valid label selector operator",
+                        go_quote(other)
+                    )));
                 }
             };
             requirements.push(Requirement::new(key, op, values)?);
@@ -700,6 +755,12 @@ impl LabelSelector {
 
     /// Whether every requirement matches `labels` (an object's `metadata.labels`).
     pub fn matches(&self, labels: &Map<String, Value>) -> bool {
+        self.matches_labels(labels)
+    }
+
+    /// [`matches`](Self::matches) on any label set, e.g. a typed object's
+    /// `metadata.labels` (`Selector.Matches`).
+    pub fn matches_labels<L: Labels + ?Sized>(&self, labels: &L) -> bool {
         !self.nothing && self.requirements.iter().all(|r| r.matches(labels))
     }
 
@@ -921,5 +982,140 @@ mod tests {
         let obj = json!({"metadata": {"labels": {"app": "web", "zone": "z", "tier": "front"}}});
         assert!(sel.matches_object(&obj));
         assert!(!sel.matches_object(&json!({"metadata": {}})));
+    }
+
+    type Pairs<'a> = &'a [(&'a str, &'a str)];
+
+    fn set(pairs: Pairs<'_>) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Upstream's `TestSelectorMatches` (labels/selector_test.go), against both label-set
+    /// representations.
+    #[test]
+    fn selector_matches_upstream_table() {
+        let cases: &[(&str, Pairs<'_>, bool)] = &[
+            ("", &[("x", "y")], true),
+            ("x=y", &[("x", "y")], true),
+            ("x=y,z=w", &[("x", "y"), ("z", "w")], true),
+            ("x!=y,z!=w", &[("x", "z"), ("z", "a")], true),
+            ("notin=in", &[("notin", "in")], true),
+            ("x", &[("x", "z")], true),
+            ("!x", &[("y", "z")], true),
+            ("x>1", &[("x", "2")], true),
+            ("x<1", &[("x", "0")], true),
+            ("x=z", &[], false),
+            ("x=y", &[("x", "z")], false),
+            ("x=y,z=w", &[("x", "w"), ("z", "w")], false),
+            ("x!=y,z!=w", &[("x", "z"), ("z", "w")], false),
+            ("x", &[("y", "z")], false),
+            ("!x", &[("x", "z")], false),
+            ("x>1", &[("x", "0")], false),
+            ("x<1", &[("x", "2")], false),
+            ("foo=bar", &[("foo", "bar"), ("baz", "blah")], true),
+            ("baz=blah", &[("foo", "bar"), ("baz", "blah")], true),
+            ("foo=bar,baz=blah", &[("foo", "bar"), ("baz", "blah")], true),
+            ("foo=blah", &[("foo", "bar"), ("baz", "blah")], false),
+            ("baz=bar", &[("foo", "bar"), ("baz", "blah")], false),
+            (
+                "foo=bar,foobar=bar,baz=blah",
+                &[("foo", "bar"), ("baz", "blah")],
+                false,
+            ),
+        ];
+        for (selector, pairs, want) in cases {
+            let sel = LabelSelector::parse(selector).expect(selector);
+            let typed = set(pairs);
+            let json: Map<String, Value> = typed
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                .collect();
+            assert_eq!(sel.matches_labels(&typed), *want, "{selector} on {pairs:?}");
+            assert_eq!(sel.matches(&json), *want, "{selector} on {pairs:?} (JSON)");
+        }
+    }
+
+    /// Upstream's `TestLabelSelectorAsSelector` (metav1/helpers_test.go) on the typed form,
+    /// plus the matches the workload controllers rely on.
+    #[test]
+    fn typed_label_selector_converts_like_upstream() {
+        use metav1::LabelSelectorRequirement as Req;
+        let req = |key: &str, operator: &str, values: Option<&[&str]>| Req {
+            key: key.into(),
+            operator: operator.into(),
+            values: values.map(|v| v.iter().map(|s| s.to_string()).collect()),
+        };
+        let sel = |labels: &[(&str, &str)], exprs: Vec<Req>| metav1::LabelSelector {
+            match_labels: (!labels.is_empty()).then(|| set(labels)),
+            match_expressions: (!exprs.is_empty()).then_some(exprs),
+        };
+        // (selector, canonical string or error, labels, matches)
+        let cases: Vec<(metav1::LabelSelector, Result<&str, &str>, Pairs<'_>, bool)> = vec![
+            (sel(&[], vec![]), Ok(""), &[("a", "b")], true),
+            (sel(&[], vec![]), Ok(""), &[], true),
+            (
+                sel(
+                    &[("foo", "bar")],
+                    vec![req("baz", "In", Some(&["qux", "norf"]))],
+                ),
+                Ok("baz in (norf,qux),foo=bar"),
+                &[("foo", "bar"), ("baz", "norf")],
+                true,
+            ),
+            (
+                sel(&[("app", "web")], vec![req("tier", "NotIn", Some(&["db"]))]),
+                Ok("app=web,tier notin (db)"),
+                &[("app", "web")],
+                true,
+            ),
+            (
+                sel(&[("app", "web")], vec![req("tier", "NotIn", Some(&["db"]))]),
+                Ok("app=web,tier notin (db)"),
+                &[("app", "web"), ("tier", "db")],
+                false,
+            ),
+            (sel(&[("app", "web")], vec![]), Ok("app=web"), &[], false),
+            (
+                sel(
+                    &[],
+                    vec![req("z", "Exists", None), req("c", "DoesNotExist", None)],
+                ),
+                Ok("!c,z"),
+                &[("z", "")],
+                true,
+            ),
+            (
+                sel(&[], vec![req("baz", "ExistOrNot", Some(&["qux"]))]),
+                Err("\"ExistOrNot\" is not a valid label selector operator"),
+                &[],
+                false,
+            ),
+            (
+                sel(&[], vec![req("baz", "In", Some(&[]))]),
+                Err(
+                    "values: Invalid value: null: for 'in', 'notin' operators, values set can't be empty",
+                ),
+                &[],
+                false,
+            ),
+        ];
+        for (selector, want, labels, matches) in cases {
+            let got = LabelSelector::from_metav1(&selector);
+            match (&got, want) {
+                (Ok(s), Ok(text)) => {
+                    assert_eq!(s.to_string(), text);
+                    assert_eq!(
+                        s.matches_labels(&set(labels)),
+                        matches,
+                        "{text} on {labels:?}"
+                    );
+                }
+                (Err(e), Err(text)) => assert_eq!(e.to_string(), text),
+                _ => panic!("{selector:?}: got {got:?}, want {want:?}"),
+            }
+        }
     }
 }

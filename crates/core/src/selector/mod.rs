@@ -2,7 +2,8 @@
 //! `?fieldSelector=` and as controllers evaluate `metav1.LabelSelector`s.
 //!
 //! - [`LabelSelector`] mirrors `k8s.io/apimachinery/pkg/labels` (`labels.Parse`,
-//!   `Requirement.Matches`, `Selector.String`) and `metav1.LabelSelectorAsSelector`.
+//!   `Requirement.Matches`, `Selector.String`) and `metav1.LabelSelectorAsSelector`, matched
+//!   against any [`Labels`] set (JSON or typed).
 //! - [`FieldSelector`] mirrors `k8s.io/apimachinery/pkg/fields` (`fields.ParseSelector`,
 //!   escaping) plus, per resource, the two upstream layers that decide what may be selected:
 //!   the field label conversion funcs (which fields are accepted, with which error text) and
@@ -18,7 +19,7 @@ mod outline;
 pub use field::{
     FieldOp, FieldRequirement, FieldSelector, SelectableFields, field_value, selectable_fields,
 };
-pub use label::{LabelSelector, Operator, Requirement};
+pub use label::{LabelSelector, Labels, Operator, Requirement};
 pub use outline::selection_outline;
 
 /// Why a selector was refused. The `Display` text is the message upstream's API server

@@ -13,6 +13,7 @@ use super::meta::{immutable, validate_labels};
 use super::names;
 use super::pod::{nonnegative, validate_pod_template};
 use crate::field::{FieldError, Path};
+use crate::selector::LabelSelector;
 
 /// Upstream `ValidateLabelSelector` (metav1 validation).
 pub fn validate_label_selector(sel: &Value, path: &Path) -> Vec<FieldError> {
@@ -61,30 +62,12 @@ pub fn validate_label_selector(sel: &Value, path: &Path) -> Vec<FieldError> {
     errs
 }
 
-/// Whether a metav1 `LabelSelector` matches a label set (`LabelSelectorAsSelector(..).Matches`).
+/// Whether a metav1 `LabelSelector` matches a label set (`LabelSelectorAsSelector(..).Matches`,
+/// absent labels reading as none). A selector that does not convert matches nothing; the
+/// reason is reported by [`validate_label_selector`].
 pub fn selector_matches(sel: &Value, labels: Option<&Map<String, Value>>) -> bool {
-    let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
-    let labels_ok = obj_at(sel, "matchLabels")
-        .into_iter()
-        .flatten()
-        .all(|(k, v)| get(k) == v.as_str());
-    labels_ok
-        && arr_at(sel, "matchExpressions").iter().all(|req| {
-            let key = str_at(req, "key").unwrap_or_default();
-            let values: Vec<&str> = arr_at(req, "values")
-                .iter()
-                .filter_map(Value::as_str)
-                .collect();
-            match (str_at(req, "operator").unwrap_or_default(), get(key)) {
-                ("In", Some(v)) => values.contains(&v),
-                ("In", None) => false,
-                ("NotIn", Some(v)) => !values.contains(&v),
-                ("NotIn", None) => true,
-                ("Exists", v) => v.is_some(),
-                ("DoesNotExist", v) => v.is_none(),
-                _ => false,
-            }
-        })
+    let none = Map::new();
+    LabelSelector::from_json(sel).is_ok_and(|s| s.matches(labels.unwrap_or(&none)))
 }
 
 fn selector_is_empty(sel: &Value) -> bool {

@@ -228,6 +228,39 @@ impl Default for Timeouts {
     }
 }
 
+/// One RPC through [`CriClient::call`]: `rpc!(self.runtime.status, "Status", short, message)`
+/// calls the generated client's `status` on `self.runtime` as CRI method `Status`, with the
+/// client's short deadline (`long` for the long one, or any `Duration` expression).
+macro_rules! rpc {
+    ($client:ident . $service:ident . $rpc:ident, $method:expr, short, $message:expr) => {
+        rpc!(
+            $client.$service.$rpc,
+            $method,
+            $client.timeouts.short,
+            $message
+        )
+    };
+    ($client:ident . $service:ident . $rpc:ident, $method:expr, long, $message:expr) => {
+        rpc!(
+            $client.$service.$rpc,
+            $method,
+            $client.timeouts.long,
+            $message
+        )
+    };
+    ($client:ident . $service:ident . $rpc:ident, $method:expr, $timeout:expr, $message:expr) => {
+        $client
+            .call(
+                &$client.$service,
+                $method,
+                $timeout,
+                $message,
+                |mut c, r| async move { c.$rpc(r).await },
+            )
+            .await
+    };
+}
+
 /// A CRI v1 client on a Unix socket (containerd's `containerd.sock`).
 ///
 /// Cheap to clone; clones share one HTTP/2 connection, and calls from any number of tasks run
@@ -365,13 +398,23 @@ impl CriClient {
         self.image.clone()
     }
 
-    /// Waits for `call` (a generated client's call of `method`) at most `timeout`.
-    async fn unary<T>(
+    /// One call of `method` with deadline `timeout`: `call` is given a handle on `service`
+    /// (one of this client's generated clients, sharing the connection) and the request for
+    /// `message`, which carries the deadline as `grpc-timeout`; the answer is awaited at most
+    /// `timeout`, and failures are mapped by [`CriError::from_status`].
+    async fn call<S, Req, Resp, Fut>(
         &self,
+        service: &S,
         method: &'static str,
         timeout: Duration,
-        call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
-    ) -> Result<T, CriError> {
+        message: Req,
+        call: impl FnOnce(S, tonic::Request<Req>) -> Fut,
+    ) -> Result<Resp, CriError>
+    where
+        S: Clone,
+        Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
+    {
+        let call = call(service.clone(), request(message, timeout));
         match tokio::time::timeout(timeout, call).await {
             Ok(Ok(response)) => Ok(response.into_inner()),
             Ok(Err(status)) => Err(CriError::from_status(
@@ -388,30 +431,17 @@ impl CriClient {
 
     /// `Version`: the runtime's name and version and the CRI API version it serves (`v1`).
     pub async fn version(&self) -> Result<VersionResponse, CriError> {
-        let timeout = self.timeouts.short;
         let message = VersionRequest {
             version: "v1".into(),
         };
-        self.unary(
-            "Version",
-            timeout,
-            self.runtime.clone().version(request(message, timeout)),
-        )
-        .await
+        rpc!(self.runtime.version, "Version", short, message)
     }
 
     /// `Status`: the runtime's conditions ([`RUNTIME_READY`], [`NETWORK_READY`]). containerd
     /// reports `NetworkReady=false` until a CNI config is in its conf dir.
     pub async fn status(&self) -> Result<RuntimeStatus, CriError> {
-        let timeout = self.timeouts.short;
         let message = StatusRequest { verbose: false };
-        let response = self
-            .unary(
-                "Status",
-                timeout,
-                self.runtime.clone().status(request(message, timeout)),
-            )
-            .await?;
+        let response = rpc!(self.runtime.status, "Status", short, message)?;
         Ok(response.status.unwrap_or_default())
     }
 
@@ -423,20 +453,11 @@ impl CriClient {
         config: PodSandboxConfig,
         runtime_handler: &str,
     ) -> Result<String, CriError> {
-        let timeout = self.timeouts.long;
         let message = RunPodSandboxRequest {
             config: Some(config),
             runtime_handler: runtime_handler.to_string(),
         };
-        let response = self
-            .unary(
-                "RunPodSandbox",
-                timeout,
-                self.runtime
-                    .clone()
-                    .run_pod_sandbox(request(message, timeout)),
-            )
-            .await?;
+        let response = rpc!(self.runtime.run_pod_sandbox, "RunPodSandbox", long, message)?;
         Ok(response.pod_sandbox_id)
     }
 
@@ -444,35 +465,29 @@ impl CriClient {
     /// [`CriClient::stop_container`] first for a graceful delete) and tears its network down.
     /// Idempotent.
     pub async fn stop_pod_sandbox(&self, pod_sandbox_id: &str) -> Result<(), CriError> {
-        let timeout = self.timeouts.long;
         let message = StopPodSandboxRequest {
             pod_sandbox_id: pod_sandbox_id.to_string(),
         };
-        self.unary(
+        rpc!(
+            self.runtime.stop_pod_sandbox,
             "StopPodSandbox",
-            timeout,
-            self.runtime
-                .clone()
-                .stop_pod_sandbox(request(message, timeout)),
-        )
-        .await?;
+            long,
+            message
+        )?;
         Ok(())
     }
 
     /// `RemovePodSandbox`: removes a sandbox and its containers. Idempotent.
     pub async fn remove_pod_sandbox(&self, pod_sandbox_id: &str) -> Result<(), CriError> {
-        let timeout = self.timeouts.long;
         let message = RemovePodSandboxRequest {
             pod_sandbox_id: pod_sandbox_id.to_string(),
         };
-        self.unary(
+        rpc!(
+            self.runtime.remove_pod_sandbox,
             "RemovePodSandbox",
-            timeout,
-            self.runtime
-                .clone()
-                .remove_pod_sandbox(request(message, timeout)),
-        )
-        .await?;
+            long,
+            message
+        )?;
         Ok(())
     }
 
@@ -481,24 +496,13 @@ impl CriClient {
         &self,
         pod_sandbox_id: &str,
     ) -> Result<PodSandboxStatus, CriError> {
-        let timeout = self.timeouts.short;
+        let method = "PodSandboxStatus";
         let message = PodSandboxStatusRequest {
             pod_sandbox_id: pod_sandbox_id.to_string(),
             verbose: false,
         };
-        let response = self
-            .unary(
-                "PodSandboxStatus",
-                timeout,
-                self.runtime
-                    .clone()
-                    .pod_sandbox_status(request(message, timeout)),
-            )
-            .await?;
-        response.status.ok_or_else(|| CriError::Protocol {
-            method: "PodSandboxStatus",
-            detail: "the response has no status".into(),
-        })
+        let response = rpc!(self.runtime.pod_sandbox_status, method, short, message)?;
+        response.status.ok_or_else(|| no_status(method))
     }
 
     /// `ListPodSandbox`: every sandbox (ready or not) that matches `filter`.
@@ -506,17 +510,13 @@ impl CriClient {
         &self,
         filter: Option<PodSandboxFilter>,
     ) -> Result<Vec<PodSandbox>, CriError> {
-        let timeout = self.timeouts.short;
         let message = ListPodSandboxRequest { filter };
-        let response = self
-            .unary(
-                "ListPodSandbox",
-                timeout,
-                self.runtime
-                    .clone()
-                    .list_pod_sandbox(request(message, timeout)),
-            )
-            .await?;
+        let response = rpc!(
+            self.runtime.list_pod_sandbox,
+            "ListPodSandbox",
+            short,
+            message
+        )?;
         Ok(response.items)
     }
 
@@ -528,38 +528,31 @@ impl CriClient {
         config: ContainerConfig,
         sandbox_config: PodSandboxConfig,
     ) -> Result<String, CriError> {
-        let timeout = self.timeouts.long;
         let message = CreateContainerRequest {
             pod_sandbox_id: pod_sandbox_id.to_string(),
             config: Some(config),
             sandbox_config: Some(sandbox_config),
         };
-        let response = self
-            .unary(
-                "CreateContainer",
-                timeout,
-                self.runtime
-                    .clone()
-                    .create_container(request(message, timeout)),
-            )
-            .await?;
+        let response = rpc!(
+            self.runtime.create_container,
+            "CreateContainer",
+            long,
+            message
+        )?;
         Ok(response.container_id)
     }
 
     /// `StartContainer`: starts a created container.
     pub async fn start_container(&self, container_id: &str) -> Result<(), CriError> {
-        let timeout = self.timeouts.long;
         let message = StartContainerRequest {
             container_id: container_id.to_string(),
         };
-        self.unary(
+        rpc!(
+            self.runtime.start_container,
             "StartContainer",
-            timeout,
-            self.runtime
-                .clone()
-                .start_container(request(message, timeout)),
-        )
-        .await?;
+            long,
+            message
+        )?;
         Ok(())
     }
 
@@ -577,14 +570,12 @@ impl CriClient {
             timeout: i64::try_from(seconds).unwrap_or(i64::MAX),
         };
         let timeout = grace.saturating_add(self.timeouts.long);
-        self.unary(
+        rpc!(
+            self.runtime.stop_container,
             "StopContainer",
             timeout,
-            self.runtime
-                .clone()
-                .stop_container(request(message, timeout)),
-        )
-        .await?;
+            message
+        )?;
         Ok(())
     }
 
@@ -593,41 +584,26 @@ impl CriClient {
         &self,
         filter: Option<ContainerFilter>,
     ) -> Result<Vec<Container>, CriError> {
-        let timeout = self.timeouts.short;
         let message = ListContainersRequest { filter };
-        let response = self
-            .unary(
-                "ListContainers",
-                timeout,
-                self.runtime
-                    .clone()
-                    .list_containers(request(message, timeout)),
-            )
-            .await?;
+        let response = rpc!(
+            self.runtime.list_containers,
+            "ListContainers",
+            short,
+            message
+        )?;
         Ok(response.containers)
     }
 
     /// `ContainerStatus`: state, exit code, reason and timestamps of one container; `NotFound` if
     /// it does not exist.
     pub async fn container_status(&self, container_id: &str) -> Result<ContainerStatus, CriError> {
-        let timeout = self.timeouts.short;
+        let method = "ContainerStatus";
         let message = ContainerStatusRequest {
             container_id: container_id.to_string(),
             verbose: false,
         };
-        let response = self
-            .unary(
-                "ContainerStatus",
-                timeout,
-                self.runtime
-                    .clone()
-                    .container_status(request(message, timeout)),
-            )
-            .await?;
-        response.status.ok_or_else(|| CriError::Protocol {
-            method: "ContainerStatus",
-            detail: "the response has no status".into(),
-        })
+        let response = rpc!(self.runtime.container_status, method, short, message)?;
+        response.status.ok_or_else(|| no_status(method))
     }
 
     /// `ListContainerStats`: CPU and memory usage of every container that matches `filter`, as
@@ -636,17 +612,13 @@ impl CriClient {
         &self,
         filter: Option<ContainerStatsFilter>,
     ) -> Result<Vec<ContainerStats>, CriError> {
-        let timeout = self.timeouts.short;
         let message = ListContainerStatsRequest { filter };
-        let response = self
-            .unary(
-                "ListContainerStats",
-                timeout,
-                self.runtime
-                    .clone()
-                    .list_container_stats(request(message, timeout)),
-            )
-            .await?;
+        let response = rpc!(
+            self.runtime.list_container_stats,
+            "ListContainerStats",
+            short,
+            message
+        )?;
         Ok(response.stats)
     }
 
@@ -675,38 +647,19 @@ impl CriClient {
             cmd,
             timeout: seconds,
         };
-        self.unary(
-            "ExecSync",
-            deadline,
-            self.runtime.clone().exec_sync(request(message, deadline)),
-        )
-        .await
+        rpc!(self.runtime.exec_sync, "ExecSync", deadline, message)
     }
 
     /// `Exec`: prepares an exec session and returns its single-use URL on the runtime's streaming
     /// server (websocket `v4.channel.k8s.io` or SPDY/3.1; containerd 1.6 refuses `v5`).
     pub async fn exec(&self, message: ExecRequest) -> Result<String, CriError> {
-        let timeout = self.timeouts.short;
-        let response = self
-            .unary(
-                "Exec",
-                timeout,
-                self.runtime.clone().exec(request(message, timeout)),
-            )
-            .await?;
+        let response = rpc!(self.runtime.exec, "Exec", short, message)?;
         Ok(response.url)
     }
 
     /// `Attach`: prepares an attach session and returns its single-use streaming URL.
     pub async fn attach(&self, message: AttachRequest) -> Result<String, CriError> {
-        let timeout = self.timeouts.short;
-        let response = self
-            .unary(
-                "Attach",
-                timeout,
-                self.runtime.clone().attach(request(message, timeout)),
-            )
-            .await?;
+        let response = rpc!(self.runtime.attach, "Attach", short, message)?;
         Ok(response.url)
     }
 
@@ -717,18 +670,11 @@ impl CriClient {
         pod_sandbox_id: &str,
         ports: Vec<i32>,
     ) -> Result<String, CriError> {
-        let timeout = self.timeouts.short;
         let message = PortForwardRequest {
             pod_sandbox_id: pod_sandbox_id.to_string(),
             port: ports,
         };
-        let response = self
-            .unary(
-                "PortForward",
-                timeout,
-                self.runtime.clone().port_forward(request(message, timeout)),
-            )
-            .await?;
+        let response = rpc!(self.runtime.port_forward, "PortForward", short, message)?;
         Ok(response.url)
     }
 
@@ -736,32 +682,18 @@ impl CriClient {
 
     /// `ListImages`: the images present, optionally only those matching `filter`.
     pub async fn list_images(&self, filter: Option<ImageFilter>) -> Result<Vec<Image>, CriError> {
-        let timeout = self.timeouts.short;
         let message = ListImagesRequest { filter };
-        let response = self
-            .unary(
-                "ListImages",
-                timeout,
-                self.image.clone().list_images(request(message, timeout)),
-            )
-            .await?;
+        let response = rpc!(self.image.list_images, "ListImages", short, message)?;
         Ok(response.images)
     }
 
     /// `ImageStatus`: the image if it is present, `None` if not (absence is not an error).
     pub async fn image_status(&self, image: &str) -> Result<Option<Image>, CriError> {
-        let timeout = self.timeouts.short;
         let message = ImageStatusRequest {
             image: Some(image_spec(image)),
             verbose: false,
         };
-        let response = self
-            .unary(
-                "ImageStatus",
-                timeout,
-                self.image.clone().image_status(request(message, timeout)),
-            )
-            .await?;
+        let response = rpc!(self.image.image_status, "ImageStatus", short, message)?;
         Ok(response.image)
     }
 
@@ -773,20 +705,21 @@ impl CriClient {
         auth: Option<AuthConfig>,
         sandbox_config: Option<PodSandboxConfig>,
     ) -> Result<String, CriError> {
-        let timeout = self.timeouts.long;
         let message = PullImageRequest {
             image: Some(image_spec(image)),
             auth,
             sandbox_config,
         };
-        let response = self
-            .unary(
-                "PullImage",
-                timeout,
-                self.image.clone().pull_image(request(message, timeout)),
-            )
-            .await?;
+        let response = rpc!(self.image.pull_image, "PullImage", long, message)?;
         Ok(response.image_ref)
+    }
+}
+
+/// The error of a `*Status` call whose answer lacks the status it exists to carry.
+fn no_status(method: &'static str) -> CriError {
+    CriError::Protocol {
+        method,
+        detail: "the response has no status".into(),
     }
 }
 
