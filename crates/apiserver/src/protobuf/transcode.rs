@@ -364,10 +364,33 @@ fn put_varint(out: &mut Vec<u8>, tag: u32, v: u64) {
     encode_varint(v, out);
 }
 
+/// Writes a length-delimited field whose content `write` appends to `out` in place: one byte
+/// is kept for the length (most embedded messages are under 128 bytes) and widened afterwards
+/// when the content is longer, so nesting costs no buffer of its own per level.
+fn put_nested(
+    out: &mut Vec<u8>,
+    tag: u32,
+    write: impl FnOnce(&mut Vec<u8>) -> Result<(), TranscodeError>,
+) -> Result<(), TranscodeError> {
+    put_key(out, tag, WireType::LengthDelimited);
+    let at = out.len();
+    out.push(0);
+    write(out)?;
+    let len = out.len() - at - 1;
+    if len < 0x80 {
+        out[at] = len as u8;
+    } else {
+        let mut prefix = Vec::with_capacity(4);
+        encode_varint(len as u64, &mut prefix);
+        out.splice(at..=at, prefix);
+    }
+    Ok(())
+}
+
 impl Schema {
     /// Encodes the JSON form of one message.
     pub fn encode(&self, index: usize, value: &Value) -> Result<Vec<u8>, TranscodeError> {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(1024);
         self.encode_into(index, value, &mut out, 0)?;
         Ok(out)
     }
@@ -440,14 +463,14 @@ impl Schema {
                 let Value::Object(entries) = v else {
                     return err(format!("{name}: expected an object"));
                 };
-                let mut entry = Vec::new();
                 for (k, item) in entries {
-                    entry.clear();
-                    put_bytes(&mut entry, 1, k.as_bytes());
-                    if !item.is_null() {
-                        self.encode_value(2, value_ty, item, name, &mut entry, depth)?;
-                    }
-                    put_bytes(out, tag, &entry);
+                    put_nested(out, tag, |entry| {
+                        put_bytes(entry, 1, k.as_bytes());
+                        if item.is_null() {
+                            return Ok(());
+                        }
+                        self.encode_value(2, value_ty, item, name, entry, depth)
+                    })?;
                 }
                 Ok(())
             }
@@ -499,9 +522,7 @@ impl Schema {
                 put_bytes(out, tag, &bytes);
             }
             Ty::Message(i) => {
-                let mut inner = Vec::new();
-                self.encode_into(i, v, &mut inner, depth + 1)?;
-                put_bytes(out, tag, &inner);
+                put_nested(out, tag, |inner| self.encode_into(i, v, inner, depth + 1))?;
             }
         }
         Ok(())
@@ -543,14 +564,11 @@ impl Schema {
                 let n = parse_go_duration(s).ok_or_else(|| wrong("a duration"))?;
                 put_varint(out, 1, n as u64);
             }
-            Special::Quantity => {
-                let s = match v {
-                    Value::String(s) => s.clone(),
-                    Value::Number(n) => n.to_string(),
-                    _ => return Err(wrong("a quantity")),
-                };
-                put_bytes(out, 1, s.as_bytes());
-            }
+            Special::Quantity => match v {
+                Value::String(s) => put_bytes(out, 1, s.as_bytes()),
+                Value::Number(n) => put_bytes(out, 1, n.to_string().as_bytes()),
+                _ => return Err(wrong("a quantity")),
+            },
             Special::IntOrString => match v {
                 Value::String(s) => {
                     put_varint(out, 1, 1);
@@ -566,10 +584,9 @@ impl Schema {
                 }
                 _ => return Err(wrong("an integer or a string")),
             },
-            Special::RawJson => {
-                let bytes = serde_json::to_vec(v).map_err(|e| TranscodeError(e.to_string()))?;
-                put_bytes(out, 1, &bytes);
-            }
+            Special::RawJson => put_nested(out, 1, |raw| {
+                serde_json::to_writer(raw, v).map_err(|e| TranscodeError(e.to_string()))
+            })?,
             Special::Items => {
                 let (tag, ty) = Self::tag_of(message, "items")?;
                 self.encode_field(tag, ty, Shape::Repeated, v, name, out, depth)?;

@@ -76,10 +76,11 @@ impl State {
         Ok(self.created_reply(ctx, obj, &stored, kv.mod_revision))
     }
 
-    /// The 201 answer to a create: the stored encoding with the revision stamped in where the
-    /// client takes JSON or protobuf (no re-encoding).
+    /// The 201 answer to a create: for a JSON client the stored encoding with the revision
+    /// stamped in (no re-encoding); for the other formats the object itself, which a protobuf
+    /// answer transcodes without parsing the stored JSON again.
     fn created_reply(&self, ctx: &Ctx, obj: Value, stored: &Bytes, rev: Revision) -> Reply {
-        if matches!(ctx.format, Format::Json | Format::Protobuf { .. })
+        if matches!(ctx.format, Format::Json)
             && let Some(bytes) = crate::cache::stamp_resource_version(stored, rev)
         {
             return Reply::Raw(201, bytes, "application/json");
