@@ -110,6 +110,22 @@ struct State {
     extras: BTreeMap<String, exec::SandboxExtra>,
 }
 
+impl State {
+    /// A container's record; the runtime's `NotFound` for an unknown id.
+    fn container(&self, id: &str) -> Result<&Record, RuntimeError> {
+        self.containers
+            .get(id)
+            .ok_or_else(|| RuntimeError::NotFound(id.to_string()))
+    }
+
+    /// [`State::container`], to change it.
+    fn container_mut(&mut self, id: &str) -> Result<&mut Record, RuntimeError> {
+        self.containers
+            .get_mut(id)
+            .ok_or_else(|| RuntimeError::NotFound(id.to_string()))
+    }
+}
+
 /// The emulated backend. Cheap to share behind an `Arc`.
 pub struct EmulatedRuntime {
     config: EmulatedConfig,
@@ -507,19 +523,13 @@ impl Runtime for EmulatedRuntime {
     async fn start_container(&self, container_id: &str) -> Result<(), RuntimeError> {
         let delay = {
             let state = self.lock();
-            let rec = state
-                .containers
-                .get(container_id)
-                .ok_or_else(|| RuntimeError::NotFound(container_id.to_string()))?;
+            let rec = state.container(container_id)?;
             rec.behaviour.start_delay
         };
         tokio::time::sleep(delay).await;
         let (started, net) = {
             let mut state = self.lock();
-            let rec = state
-                .containers
-                .get_mut(container_id)
-                .ok_or_else(|| RuntimeError::NotFound(container_id.to_string()))?;
+            let rec = state.container_mut(container_id)?;
             rec.info.state = ContainerState::Running;
             rec.info.started_at = Some(self.clock.now());
             let started = rec.info.clone();
@@ -539,10 +549,7 @@ impl Runtime for EmulatedRuntime {
         let wait_until = {
             let mut state = self.lock();
             let now = self.clock.now();
-            let rec = state
-                .containers
-                .get_mut(container_id)
-                .ok_or_else(|| RuntimeError::NotFound(container_id.to_string()))?;
+            let rec = state.container_mut(container_id)?;
             self.refresh(rec, now);
             match rec.info.state {
                 ContainerState::Running => {
@@ -581,10 +588,7 @@ impl Runtime for EmulatedRuntime {
     fn container_status(&self, container_id: &str) -> Result<ContainerInfo, RuntimeError> {
         let mut state = self.lock();
         let now = self.clock.now();
-        let rec = state
-            .containers
-            .get_mut(container_id)
-            .ok_or_else(|| RuntimeError::NotFound(container_id.to_string()))?;
+        let rec = state.container_mut(container_id)?;
         let changed = self.refresh(rec, now);
         let info = rec.info.clone();
         if changed {
@@ -666,10 +670,7 @@ impl Runtime for EmulatedRuntime {
     async fn run_hook(&self, container_id: &str, hook: HookKind) -> Result<(), RuntimeError> {
         let b = {
             let state = self.lock();
-            let rec = state
-                .containers
-                .get(container_id)
-                .ok_or_else(|| RuntimeError::NotFound(container_id.to_string()))?;
+            let rec = state.container(container_id)?;
             match hook {
                 HookKind::PostStart => rec.behaviour.post_start,
                 HookKind::PreStop => rec.behaviour.pre_stop,
@@ -832,6 +833,13 @@ mod tests {
         serde_json::from_value(json).expect("pod fixture")
     }
 
+    /// A pod `p` with one container `app` and these other spec fields.
+    fn app_pod(spec: serde_json::Value) -> Pod {
+        let mut spec = spec;
+        spec["containers"] = serde_json::json!([{"name": "app"}]);
+        pod(serde_json::json!({"metadata": {"name": "p"}, "spec": spec}))
+    }
+
     async fn sandbox(rt: &EmulatedRuntime, p: &Pod) -> Result<SandboxInfo, RuntimeError> {
         rt.run_sandbox(&SandboxConfig {
             pod_uid: "u1".into(),
@@ -854,9 +862,7 @@ mod tests {
     #[tokio::test]
     async fn windows_2022_host_refuses_ltsc2019_image_with_the_hcs_message() {
         let rt = runtime(NodeOs::Windows, Some(windows::SERVER_2022));
-        let p = pod(
-            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}]}}),
-        );
+        let p = app_pod(serde_json::json!({}));
         let sb = sandbox(&rt, &p).await.expect("sandbox");
         let err = rt
             .create_container(
@@ -883,9 +889,7 @@ mod tests {
     #[tokio::test]
     async fn windows_2025_host_runs_2022_images_but_2019_host_refuses_2022() {
         let rt = runtime(NodeOs::Windows, Some(windows::SERVER_2025));
-        let p = pod(
-            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}]}}),
-        );
+        let p = app_pod(serde_json::json!({}));
         let sb = sandbox(&rt, &p).await.expect("sandbox");
         assert!(
             rt.create_container(&sb.id, &p, &container("x/app:ltsc2022"), 0)
@@ -904,23 +908,20 @@ mod tests {
     #[tokio::test]
     async fn windows_refuses_host_network_without_host_process_and_memory_empty_dir() {
         let rt = runtime(NodeOs::Windows, Some(windows::SERVER_2019));
-        let hn = pod(
-            serde_json::json!({"metadata": {"name": "p"}, "spec": {"hostNetwork": true, "containers": [{"name": "app"}]}}),
-        );
+        let hn = app_pod(serde_json::json!({"hostNetwork": true}));
         let err = sandbox(&rt, &hn).await.expect_err("refused");
         assert!(
             err.to_string().contains("hostNetwork is not supported"),
             "{err}"
         );
-        let hp = pod(
-            serde_json::json!({"metadata": {"name": "p"}, "spec": {"hostNetwork": true,
-            "securityContext": {"windowsOptions": {"hostProcess": true}}, "containers": [{"name": "app"}]}}),
-        );
+        let hp = app_pod(serde_json::json!({
+            "hostNetwork": true,
+            "securityContext": {"windowsOptions": {"hostProcess": true}}
+        }));
         assert!(sandbox(&rt, &hp).await.is_ok());
-        let mem = pod(
-            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}],
-            "volumes": [{"name": "cache", "emptyDir": {"medium": "Memory"}}]}}),
-        );
+        let mem = app_pod(serde_json::json!({
+            "volumes": [{"name": "cache", "emptyDir": {"medium": "Memory"}}]
+        }));
         let err = rt.prepare_volumes(&mem).await.expect_err("refused");
         assert!(
             err.to_string()
@@ -940,9 +941,7 @@ mod tests {
         let mut rt = runtime(NodeOs::Windows, Some(windows::SERVER_2022));
         rt.config.pause_image =
             "mcr.microsoft.com/oss/kubernetes/pause:3.9-windows-ltsc2019".into();
-        let p = pod(
-            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}]}}),
-        );
+        let p = app_pod(serde_json::json!({}));
         let err = sandbox(&rt, &p).await.expect_err("refused");
         assert!(err.to_string().contains(OS_MISMATCH_MESSAGE), "{err}");
     }
@@ -1019,9 +1018,7 @@ mod tests {
             .expect("runtime")
         };
         let rt = mk();
-        let p = pod(
-            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}]}}),
-        );
+        let p = app_pod(serde_json::json!({}));
         let sb = sandbox(&rt, &p).await.expect("sandbox");
         let c = rt
             .create_container(&sb.id, &p, &container("busybox"), 0)
