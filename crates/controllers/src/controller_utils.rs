@@ -1,9 +1,11 @@
 //! Helpers the workload controllers share, after upstream's `pkg/controller/controller_utils.go`:
 //! label-selector matching on typed objects (an adapter over `tandem_core::selector`), pod readiness and availability, controller
-//! references, expectations, slow-start batches and the ranking that decides which pods go first.
+//! references, expectations, slow-start batches, the ranking that decides which pods go first, and
+//! status writes that let an object vanish under them.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -13,6 +15,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
 };
 use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use serde::de::DeserializeOwned;
 use tandem_core::selector::LabelSelector as Selector;
 
 /// What a controller sync can fail with.
@@ -374,6 +378,27 @@ pub fn active_namespace(
 /// Whether an API error is "not found".
 pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// Merge-patches the status of the object `name`; `Ok(false)` when the object is gone. A
+/// controller whose object was deleted during its sync has nothing left to write, as upstream's
+/// controllers drop `IsNotFound` from their status updates.
+pub async fn merge_patch_status<K>(
+    api: &Api<K>,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<bool, kube::Error>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    match api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(e) if is_not_found(&e) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Whether an API error is "already exists".

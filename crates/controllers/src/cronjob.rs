@@ -25,7 +25,7 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
 use crate::clock::{self, SharedClock};
@@ -278,18 +278,7 @@ async fn sync(ctx: &Ctx, key: &str) -> SyncResult {
     });
     if new_status != old_status {
         let api: Api<CronJob> = Api::namespaced(ctx.client.clone(), ns);
-        match api
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(&json!({ "status": new_status })),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if cu::is_not_found(&e) => {}
-            Err(e) => return Err(e.into()),
-        }
+        cu::merge_patch_status(&api, name, &json!({ "status": new_status })).await?;
     }
     Ok(requeue)
 }

@@ -17,7 +17,7 @@ use k8s_openapi::api::batch::v1::{Job, JobCondition};
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
 use crate::controller_utils::{
@@ -333,18 +333,7 @@ async fn sync(ctx: &Ctx, key: &str) -> SyncResult {
     .any(|k| old_status.get(*k).unwrap_or(&json!(0)) != new_status.get(*k).unwrap_or(&json!(0)))
         || conditions.len() != status.conditions.as_ref().map_or(0, Vec::len);
     if changed {
-        match job_api
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(&json!({ "status": new_status })),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if cu::is_not_found(&e) => {}
-            Err(e) => return Err(e.into()),
-        }
+        cu::merge_patch_status(&job_api, name, &json!({ "status": new_status })).await?;
     }
     if let Some(e) = sync_error {
         return Err(e.into());

@@ -44,6 +44,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tandem_core::local_path as lp;
+pub use tandem_core::local_path::claim_class;
 
 use crate::controller_utils::{self as cu, SyncResult};
 use crate::events::{self, EventType};
@@ -209,21 +210,6 @@ fn volume_name_of(pvc: &PersistentVolumeClaim) -> Option<&str> {
         .filter(|v| !v.is_empty())
 }
 
-/// The class a claim names (`spec.storageClassName`, else the legacy beta annotation).
-pub fn claim_class(pvc: &PersistentVolumeClaim) -> Option<&str> {
-    pvc.spec
-        .as_ref()
-        .and_then(|s| s.storage_class_name.as_deref())
-        .or_else(|| {
-            pvc.metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get("volume.beta.kubernetes.io/storage-class"))
-                .map(String::as_str)
-        })
-        .filter(|c| !c.is_empty())
-}
-
 async fn sync_claim(ctx: &Ctx, ns: &str, name: &str) -> SyncResult {
     let Some(pvc) = ctx.claims.get(ns, name) else {
         return Ok(None);
@@ -313,9 +299,21 @@ async fn sync_claim(ctx: &Ctx, ns: &str, name: &str) -> SyncResult {
 }
 
 async fn failed(ctx: &Ctx, pvc: &PersistentVolumeClaim, msg: &str) {
+    provisioning_failed(&ctx.client, COMPONENT, pvc, msg).await;
+}
+
+/// The provisioning library's `ProvisioningFailed` warning on a claim
+/// (`sig-storage-lib-external-provisioner`'s `provisionClaimOperation`), recorded by both of
+/// tandem's provisioners.
+pub(crate) async fn provisioning_failed(
+    client: &kube::Client,
+    component: &str,
+    pvc: &PersistentVolumeClaim,
+    msg: &str,
+) {
     events::record(
-        &ctx.client,
-        COMPONENT,
+        client,
+        component,
         pvc,
         EventType::Warning,
         "ProvisioningFailed",

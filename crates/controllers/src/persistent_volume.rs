@@ -178,18 +178,8 @@ async fn set_volume_phase(ctx: &Ctx, pv: &PersistentVolume, phase: &str) -> Sync
         phase: Some(phase.to_string()),
         ..PersistentVolumeStatus::default()
     };
-    match api
-        .patch_status(
-            &pv.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
-        )
-        .await
-    {
-        Ok(_) => Ok(None),
-        Err(e) if cu::is_not_found(&e) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+    cu::merge_patch_status(&api, &pv.name_any(), &json!({ "status": status })).await?;
+    Ok(None)
 }
 
 async fn sync_volume(ctx: &Ctx, name: &str) -> SyncResult {
@@ -602,18 +592,8 @@ async fn set_claim_status(
         capacity: pv.and_then(|v| v.spec.as_ref().and_then(|s| s.capacity.clone())),
         ..PersistentVolumeClaimStatus::default()
     };
-    match api
-        .patch_status(
-            &pvc.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
-        )
-        .await
-    {
-        Ok(_) => Ok(None),
-        Err(e) if cu::is_not_found(&e) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+    cu::merge_patch_status(&api, &pvc.name_any(), &json!({ "status": status })).await?;
+    Ok(None)
 }
 
 #[cfg(test)]

@@ -52,6 +52,36 @@ pub trait ReplicaOwner:
     fn status_tuple(&self) -> (i32, i32, i32, i32, i64);
 }
 
+/// The `ReplicaOwner` methods that read the same fields of both kinds' `spec` and `status`
+/// (`ReplicaSetSpec` and `ReplicationControllerSpec` differ only in the selector's type).
+macro_rules! replica_owner_fields {
+    () => {
+        fn replicas(&self) -> i32 {
+            self.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
+        }
+        fn min_ready_seconds(&self) -> i32 {
+            self.spec
+                .as_ref()
+                .and_then(|s| s.min_ready_seconds)
+                .unwrap_or(0)
+        }
+        fn template(&self) -> Option<&PodTemplateSpec> {
+            self.spec.as_ref().and_then(|s| s.template.as_ref())
+        }
+        fn status_tuple(&self) -> (i32, i32, i32, i32, i64) {
+            self.status.as_ref().map_or((0, 0, 0, 0, 0), |s| {
+                (
+                    s.replicas,
+                    s.fully_labeled_replicas.unwrap_or(0),
+                    s.ready_replicas.unwrap_or(0),
+                    s.available_replicas.unwrap_or(0),
+                    s.observed_generation.unwrap_or(0),
+                )
+            })
+        }
+    };
+}
+
 impl ReplicaOwner for ReplicaSet {
     fn selector_is_empty(&self) -> bool {
         self.spec
@@ -63,29 +93,7 @@ impl ReplicaOwner for ReplicaSet {
             !cu::selector_is_empty(&s.selector) && cu::selector_matches(&s.selector, labels)
         })
     }
-    fn replicas(&self) -> i32 {
-        self.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
-    }
-    fn min_ready_seconds(&self) -> i32 {
-        self.spec
-            .as_ref()
-            .and_then(|s| s.min_ready_seconds)
-            .unwrap_or(0)
-    }
-    fn template(&self) -> Option<&PodTemplateSpec> {
-        self.spec.as_ref().and_then(|s| s.template.as_ref())
-    }
-    fn status_tuple(&self) -> (i32, i32, i32, i32, i64) {
-        self.status.as_ref().map_or((0, 0, 0, 0, 0), |s| {
-            (
-                s.replicas,
-                s.fully_labeled_replicas.unwrap_or(0),
-                s.ready_replicas.unwrap_or(0),
-                s.available_replicas.unwrap_or(0),
-                s.observed_generation.unwrap_or(0),
-            )
-        })
-    }
+    replica_owner_fields!();
 }
 
 impl ReplicaOwner for ReplicationController {
@@ -101,29 +109,7 @@ impl ReplicaOwner for ReplicationController {
             .and_then(|s| s.selector.as_ref())
             .is_some_and(|sel| cu::map_selector_matches(sel, labels))
     }
-    fn replicas(&self) -> i32 {
-        self.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
-    }
-    fn min_ready_seconds(&self) -> i32 {
-        self.spec
-            .as_ref()
-            .and_then(|s| s.min_ready_seconds)
-            .unwrap_or(0)
-    }
-    fn template(&self) -> Option<&PodTemplateSpec> {
-        self.spec.as_ref().and_then(|s| s.template.as_ref())
-    }
-    fn status_tuple(&self) -> (i32, i32, i32, i32, i64) {
-        self.status.as_ref().map_or((0, 0, 0, 0, 0), |s| {
-            (
-                s.replicas,
-                s.fully_labeled_replicas.unwrap_or(0),
-                s.ready_replicas.unwrap_or(0),
-                s.available_replicas.unwrap_or(0),
-                s.observed_generation.unwrap_or(0),
-            )
-        })
-    }
+    replica_owner_fields!();
 }
 
 struct Ctx<K: ReplicaOwner> {

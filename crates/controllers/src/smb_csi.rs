@@ -57,7 +57,7 @@ use tandem_core::validation::quantity::Quantity;
 use crate::controller_utils::{self as cu, SyncResult};
 use crate::events::{self, EventType};
 use crate::informer::{Informer, split_key};
-use crate::local_path::claim_class;
+use crate::local_path::{claim_class, provisioning_failed};
 use crate::persistent_volume::claim_key;
 use crate::workqueue::WorkQueue;
 
@@ -382,18 +382,7 @@ async fn sync_claim(ctx: &Ctx, ns: &str, name: &str) -> SyncResult {
 }
 
 async fn failed(ctx: &Ctx, pvc: &PersistentVolumeClaim, msg: &str) {
-    events::record(
-        &ctx.client,
-        COMPONENT,
-        pvc,
-        EventType::Warning,
-        "ProvisioningFailed",
-        &format!(
-            "failed to provision volume with StorageClass \"{}\": {msg}",
-            claim_class(pvc).unwrap_or_default()
-        ),
-    )
-    .await;
+    provisioning_failed(&ctx.client, COMPONENT, pvc, msg).await;
 }
 
 /// A `spec.csi.volumeAttributes` entry of the volume.
@@ -682,17 +671,8 @@ async fn expand(ctx: &Ctx, pvc: &PersistentVolumeClaim, volume_name: &str) -> Sy
     let claims: Api<PersistentVolumeClaim> =
         Api::namespaced(ctx.client.clone(), &pvc.namespace().unwrap_or_default());
     let patch = json!({"status": {"capacity": {"storage": have}}});
-    match claims
-        .patch_status(
-            &pvc.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await
-    {
-        Ok(_) => {}
-        Err(e) if cu::is_not_found(&e) => return Ok(None),
-        Err(e) => return Err(e.into()),
+    if !cu::merge_patch_status(&claims, &pvc.name_any(), &patch).await? {
+        return Ok(None);
     }
     events::record(
         &ctx.client,

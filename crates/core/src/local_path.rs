@@ -19,6 +19,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path};
 
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+
 /// The provisioner name of the built-in local-path provisioner (a StorageClass's `provisioner`).
 pub const PROVISIONER: &str = "tandem.io/local-path";
 /// The StorageClass created at start, the cluster default.
@@ -54,6 +56,23 @@ pub fn volume_name(claim_uid: &str) -> String {
 /// The directory name of a claim's volume under the node's root (rancher's layout).
 pub fn directory_name(claim_uid: &str, namespace: &str, claim: &str) -> String {
     format!("pvc-{claim_uid}_{namespace}_{claim}")
+}
+
+/// The class a claim names (`spec.storageClassName`, else the legacy beta annotation) —
+/// upstream's `storagehelpers.GetPersistentVolumeClaimClass`, which the provisioners and the
+/// scheduler's VolumeBinding plugin read alike.
+pub fn claim_class(pvc: &PersistentVolumeClaim) -> Option<&str> {
+    pvc.spec
+        .as_ref()
+        .and_then(|s| s.storage_class_name.as_deref())
+        .or_else(|| {
+            pvc.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("volume.beta.kubernetes.io/storage-class"))
+                .map(String::as_str)
+        })
+        .filter(|c| !c.is_empty())
 }
 
 /// Whether `root` may hold local-path volumes: an absolute path without `..`.

@@ -409,6 +409,23 @@ mod tests {
         .unwrap_or_default()
     }
 
+    /// Running pods as (name, cpu request in milli-cores, ready), as upstream's test cases list
+    /// them.
+    fn running(pods: &[(&str, i64, bool)]) -> Vec<Pod> {
+        pods.iter()
+            .map(|(name, cpu, ready)| pod(name, *cpu, "Running", *ready))
+            .collect()
+    }
+
+    /// Pods `a` to `e`, Running and ready, each requesting one core (upstream's five-pod cases).
+    fn five_ready_pods() -> Vec<Pod> {
+        let names = ["a", "b", "c", "d", "e"];
+        names
+            .iter()
+            .map(|n| pod(n, 1000, "Running", true))
+            .collect()
+    }
+
     fn now() -> Timestamp {
         "2024-01-01T00:00:00Z"
             .parse()
@@ -435,27 +452,26 @@ mod tests {
         Calculator::default()
     }
 
+    /// Upstream's `replicaCalcTestCase.runTest` for a CPU utilization target: the proposal for
+    /// `pods` using `usage` (milli-cores by pod name).
+    fn cpu_proposal(
+        current: i32,
+        target: i32,
+        pods: &[Pod],
+        usage: &[(&str, i64)],
+    ) -> UtilizationProposal {
+        let refs: Vec<&Pod> = pods.iter().collect();
+        calc()
+            .resource_replicas(current, target, "cpu", None, &refs, samples(usage), now())
+            .expect("proposal")
+    }
+
     /// replica_calculator_test.go `TestReplicaCalcScaleUp`: 3 pods at 300/500/700m of 1 core,
     /// target 30 % → 5 replicas, utilization 50 %.
     #[test]
     fn scale_up_follows_the_usage_ratio() {
-        let pods = [
-            pod("a", 1000, "Running", true),
-            pod("b", 1000, "Running", true),
-            pod("c", 1000, "Running", true),
-        ];
-        let refs: Vec<&Pod> = pods.iter().collect();
-        let p = calc()
-            .resource_replicas(
-                3,
-                30,
-                "cpu",
-                None,
-                &refs,
-                samples(&[("a", 300), ("b", 500), ("c", 700)]),
-                now(),
-            )
-            .expect("proposal");
+        let pods = running(&[("a", 1000, true), ("b", 1000, true), ("c", 1000, true)]);
+        let p = cpu_proposal(3, 30, &pods, &[("a", 300), ("b", 500), ("c", 700)]);
         assert_eq!(
             p,
             UtilizationProposal {
@@ -469,69 +485,29 @@ mod tests {
     /// `TestReplicaCalcScaleDown`: 5 pods at 100/300/500/250/250m of 1 core, target 50 % → 3.
     #[test]
     fn scale_down_follows_the_usage_ratio() {
-        let names = ["a", "b", "c", "d", "e"];
-        let pods: Vec<Pod> = names
-            .iter()
-            .map(|n| pod(n, 1000, "Running", true))
-            .collect();
-        let refs: Vec<&Pod> = pods.iter().collect();
-        let p = calc()
-            .resource_replicas(
-                5,
-                50,
-                "cpu",
-                None,
-                &refs,
-                samples(&[("a", 100), ("b", 300), ("c", 500), ("d", 250), ("e", 250)]),
-                now(),
-            )
-            .expect("proposal");
+        let pods = five_ready_pods();
+        let p = cpu_proposal(
+            5,
+            50,
+            &pods,
+            &[("a", 100), ("b", 300), ("c", 500), ("d", 250), ("e", 250)],
+        );
         assert_eq!((p.replicas, p.utilization), (3, 28));
     }
 
     /// `TestReplicaCalcTolerance`: 1.08 of the target is within the 0.1 tolerance.
     #[test]
     fn a_change_within_tolerance_keeps_the_current_count() {
-        let pods = [
-            pod("a", 900, "Running", true),
-            pod("b", 1000, "Running", true),
-            pod("c", 1100, "Running", true),
-        ];
-        let refs: Vec<&Pod> = pods.iter().collect();
-        let p = calc()
-            .resource_replicas(
-                3,
-                100,
-                "cpu",
-                None,
-                &refs,
-                samples(&[("a", 1010), ("b", 1070), ("c", 1170)]),
-                now(),
-            )
-            .expect("proposal");
+        let pods = running(&[("a", 900, true), ("b", 1000, true), ("c", 1100, true)]);
+        let p = cpu_proposal(3, 100, &pods, &[("a", 1010), ("b", 1070), ("c", 1170)]);
         assert_eq!((p.replicas, p.utilization), (3, 108));
     }
 
     /// `TestReplicaCalcScaleUpUnreadyLessScale`: an unready pod counts as 0 % on a scale-up.
     #[test]
     fn unready_pods_damp_a_scale_up() {
-        let pods = [
-            pod("a", 1000, "Running", false),
-            pod("b", 1000, "Running", true),
-            pod("c", 1000, "Running", true),
-        ];
-        let refs: Vec<&Pod> = pods.iter().collect();
-        let p = calc()
-            .resource_replicas(
-                3,
-                30,
-                "cpu",
-                None,
-                &refs,
-                samples(&[("a", 300), ("b", 500), ("c", 700)]),
-                now(),
-            )
-            .expect("proposal");
+        let pods = running(&[("a", 1000, false), ("b", 1000, true), ("c", 1000, true)]);
+        let p = cpu_proposal(3, 30, &pods, &[("a", 300), ("b", 500), ("c", 700)]);
         assert_eq!((p.replicas, p.utilization, p.raw_average), (4, 60, 600));
     }
 
@@ -539,24 +515,14 @@ mod tests {
     /// request on a scale-down.
     #[test]
     fn missing_pods_damp_a_scale_down() {
-        let names = ["a", "b", "c", "d", "e"];
-        let pods: Vec<Pod> = names
-            .iter()
-            .map(|n| pod(n, 1000, "Running", true))
-            .collect();
-        let refs: Vec<&Pod> = pods.iter().collect();
+        let pods = five_ready_pods();
         // `e` has no sample.
-        let p = calc()
-            .resource_replicas(
-                5,
-                50,
-                "cpu",
-                None,
-                &refs,
-                samples(&[("a", 100), ("b", 300), ("c", 500), ("d", 250)]),
-                now(),
-            )
-            .expect("proposal");
+        let p = cpu_proposal(
+            5,
+            50,
+            &pods,
+            &[("a", 100), ("b", 300), ("c", 500), ("d", 250)],
+        );
         // Without e: 1150/4000 = 28 %, a scale-down to 3. With e at its whole request:
         // 2150/5000 = 43 %, ceil(0.86 * 5) = 5, so the count stays.
         assert_eq!(p.replicas, 5);
@@ -599,11 +565,7 @@ mod tests {
     /// `TestReplicaCalcScaleUpCM`-style raw average: 20k, 10k, 30k against 15k → 4.
     #[test]
     fn average_value_targets_use_the_mean_usage() {
-        let pods = [
-            pod("a", 1000, "Running", true),
-            pod("b", 1000, "Running", true),
-            pod("c", 1000, "Running", true),
-        ];
+        let pods = running(&[("a", 1000, true), ("b", 1000, true), ("c", 1000, true)]);
         let refs: Vec<&Pod> = pods.iter().collect();
         let (replicas, usage) = calc()
             .raw_resource_replicas(

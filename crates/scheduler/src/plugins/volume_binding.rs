@@ -40,6 +40,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
+use tandem_core::local_path::claim_class;
 use tandem_core::scheduling::node_affinity::match_node_selector_terms;
 use tokio::sync::mpsc;
 
@@ -173,21 +174,6 @@ pub struct PreState {
     /// The required node affinity terms of each bound claim's volume.
     pub bound: Vec<Vec<NodeSelectorTerm>>,
     pub delayed: Vec<DelayedClaim>,
-}
-
-/// The claim's class (`spec.storageClassName`, else the legacy beta annotation).
-fn claim_class(pvc: &PersistentVolumeClaim) -> Option<&str> {
-    pvc.spec
-        .as_ref()
-        .and_then(|s| s.storage_class_name.as_deref())
-        .or_else(|| {
-            pvc.metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get("volume.beta.kubernetes.io/storage-class"))
-                .map(String::as_str)
-        })
-        .filter(|c| !c.is_empty())
 }
 
 /// PreFilter: `None` for a pod without claims (or before the claims are listed).
