@@ -6,6 +6,7 @@
 //! the local ones); and the `kubernetes` Service.
 
 use serde_json::json;
+use tandem_core::registry::ResourceType;
 
 use crate::error::ApiResult;
 use crate::rest::Ctx;
@@ -104,24 +105,11 @@ pub async fn ensure_kubernetes_service(
 /// keeps the rules its controller gathered) and a binding gets any missing bootstrap subject.
 pub async fn ensure_rbac(state: &State) -> ApiResult<()> {
     use tandem_core::rbac::bootstrap;
-    let json_of = |v: Result<serde_json::Value, serde_json::Error>| v.unwrap_or_default();
-    let roles: Vec<serde_json::Value> = bootstrap::cluster_roles()
-        .into_iter()
-        .map(|r| json_of(serde_json::to_value(r)))
-        .chain(
-            bootstrap::roles()
-                .into_iter()
-                .map(|r| json_of(serde_json::to_value(r))),
-        )
+    let roles: Vec<serde_json::Value> = json_of(bootstrap::cluster_roles())
+        .chain(json_of(bootstrap::roles()))
         .collect();
-    let bindings: Vec<serde_json::Value> = bootstrap::cluster_role_bindings()
-        .into_iter()
-        .map(|r| json_of(serde_json::to_value(r)))
-        .chain(
-            bootstrap::role_bindings()
-                .into_iter()
-                .map(|r| json_of(serde_json::to_value(r))),
-        )
+    let bindings: Vec<serde_json::Value> = json_of(bootstrap::cluster_role_bindings())
+        .chain(json_of(bootstrap::role_bindings()))
         .collect();
     for desired in roles {
         let plural = if desired["kind"] == "Role" {
@@ -169,6 +157,13 @@ pub async fn ensure_rbac(state: &State) -> ApiResult<()> {
     Ok(())
 }
 
+/// The JSON of bootstrap objects (plain data, which always serializes; `null` if one did not).
+fn json_of<T: serde::Serialize>(objects: Vec<T>) -> impl Iterator<Item = serde_json::Value> {
+    objects
+        .into_iter()
+        .map(|o| serde_json::to_value(o).unwrap_or_default())
+}
+
 /// Creates one bootstrap RBAC object or brings the stored one back with `merge`.
 async fn reconcile(
     state: &State,
@@ -186,43 +181,18 @@ async fn reconcile(
         .pointer("/metadata/namespace")
         .and_then(serde_json::Value::as_str)
         .map(str::to_string);
-    let mut ctx = Ctx::internal("system:apiserver");
-    for _attempt in 0..5 {
-        let current = match state.get(&rt, ns.as_deref(), &name).await {
-            Ok(v) => Some(v),
-            Err(e) if e.code == 404 => None,
-            Err(e) => return Err(e),
-        };
-        let result = match current {
-            None => {
-                state
-                    .create(&mut ctx, &rt, ns.as_deref(), desired.clone())
-                    .await
-            }
-            Some(current) => {
-                let auto = current
-                    .pointer("/metadata/annotations/rbac.authorization.kubernetes.io~1autoupdate")
-                    .and_then(serde_json::Value::as_str);
-                if auto == Some("false") {
-                    return Ok(());
-                }
-                let mut next = current.clone();
-                merge(&mut next, &desired);
-                if next == current {
-                    return Ok(());
-                }
-                state
-                    .update(&mut ctx, &rt, ns.as_deref(), &name, next, None)
-                    .await
-            }
-        };
-        match result {
-            Ok(_) => return Ok(()),
-            Err(e) if e.code == 409 => continue,
-            Err(e) => return Err(e),
+    create_or_update(state, &rt, ns.as_deref(), &name, &desired, |current| {
+        let auto = current
+            .pointer("/metadata/annotations/rbac.authorization.kubernetes.io~1autoupdate")
+            .and_then(serde_json::Value::as_str);
+        if auto == Some("false") {
+            return None;
         }
-    }
-    Ok(())
+        let mut next = current.clone();
+        merge(&mut next, &desired);
+        Some(next)
+    })
+    .await
 }
 
 /// Creates `desired` in `default`, or, when it exists, writes its `fields` over the stored
@@ -235,31 +205,42 @@ async fn upsert(
     fields: &[&str],
 ) -> ApiResult<()> {
     let rt = state.resource(group, version, plural)?;
+    create_or_update(state, &rt, Some("default"), name, &desired, |current| {
+        let mut next = current.clone();
+        for f in fields {
+            next[*f] = desired[*f].clone();
+        }
+        Some(next)
+    })
+    .await
+}
+
+/// Creates `desired` as `name` (in `ns`), or, when it exists, updates it to what `next` makes
+/// of the stored object; `None`, or the object unchanged, leaves it as it is. A conflict with
+/// another writer reads the object again, up to five attempts.
+async fn create_or_update(
+    state: &State,
+    rt: &ResourceType,
+    ns: Option<&str>,
+    name: &str,
+    desired: &serde_json::Value,
+    next: impl Fn(&serde_json::Value) -> Option<serde_json::Value>,
+) -> ApiResult<()> {
     let mut ctx = Ctx::internal("system:apiserver");
     for _attempt in 0..5 {
-        let current = match state.get(&rt, Some("default"), name).await {
+        let current = match state.get(rt, ns, name).await {
             Ok(v) => Some(v),
             Err(e) if e.code == 404 => None,
             Err(e) => return Err(e),
         };
         let result = match current {
-            None => {
-                state
-                    .create(&mut ctx, &rt, Some("default"), desired.clone())
-                    .await
-            }
-            Some(current) => {
-                let mut next = current.clone();
-                for f in fields {
-                    next[*f] = desired[*f].clone();
+            None => state.create(&mut ctx, rt, ns, desired.clone()).await,
+            Some(current) => match next(&current) {
+                Some(next) if next != current => {
+                    state.update(&mut ctx, rt, ns, name, next, None).await
                 }
-                if next == current {
-                    return Ok(());
-                }
-                state
-                    .update(&mut ctx, &rt, Some("default"), name, next, None)
-                    .await
-            }
+                _ => return Ok(()),
+            },
         };
         match result {
             Ok(_) => return Ok(()),

@@ -188,25 +188,22 @@ pub fn aggregated(registry: &Registry, legacy: bool, beta: bool) -> Value {
     json!({"kind": "APIGroupDiscoveryList", "apiVersion": if beta { "apidiscovery.k8s.io/v2beta1" } else { "apidiscovery.k8s.io/v2" }, "metadata": {}, "items": items})
 }
 
-/// Whether `Accept` asks for aggregated discovery; `Some(beta)` picks the version.
+/// Whether `Accept` asks for aggregated discovery (upstream's `WrapAggregatedDiscoveryToHandler`);
+/// `Some(beta)` picks the version. Ranges are read in order of preference
+/// (`tandem_core::accept::preferred`): the first `as=APIGroupDiscoveryList;g=apidiscovery.k8s.io`
+/// with `v=v2` or `v=v2beta1` asks for it, unless a plain `application/json` or `*/*` (no
+/// parameters) comes first, which asks for the unaggregated lists.
 pub fn wants_aggregated(accept: Option<&str>) -> Option<bool> {
-    let accept = accept?;
-    for clause in accept.split(',') {
-        let params: Vec<&str> = clause.split(';').map(str::trim).collect();
-        if params.contains(&"g=apidiscovery.k8s.io") && params.contains(&"as=APIGroupDiscoveryList")
+    for range in tandem_core::accept::preferred(accept?) {
+        if range.param("g") == "apidiscovery.k8s.io" && range.param("as") == "APIGroupDiscoveryList"
         {
-            if params.contains(&"v=v2") {
-                return Some(false);
-            }
-            if params.contains(&"v=v2beta1") {
-                return Some(true);
+            match range.param("v") {
+                "v2" => return Some(false),
+                "v2beta1" => return Some(true),
+                _ => {}
             }
         }
-        if params
-            .first()
-            .is_some_and(|m| *m == "application/json" || *m == "*/*")
-            && params.len() == 1
-        {
+        if range.params.is_empty() && (range.is("application", "json") || range.is("*", "*")) {
             return None;
         }
     }
@@ -254,5 +251,43 @@ mod tests {
         let accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
         assert_eq!(wants_aggregated(Some(accept)), Some(false));
         assert_eq!(wants_aggregated(Some("application/json")), None);
+    }
+
+    #[test]
+    fn aggregated_discovery_is_the_first_acceptable_range_by_weight_then_order() {
+        let v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+        let v2beta1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
+        let cases: &[(Option<&str>, Option<bool>)] = &[
+            (None, None),
+            (Some(""), None),
+            (Some(v2), Some(false)),
+            (Some(v2beta1), Some(true)),
+            (
+                Some(&format!("{v2beta1},{v2},application/json")),
+                Some(true),
+            ),
+            (Some(&format!("application/json,{v2}")), None),
+            // At equal weight the more specific range comes first.
+            (Some(&format!("*/*,{v2}")), Some(false)),
+            (Some(&format!("*/*;q=1,{v2};q=0.9")), None),
+            (Some(&format!("application/json;q=0.5,{v2}")), Some(false)),
+            (Some(&format!("{v2};q=0.5,{v2beta1}")), Some(true)),
+            (Some(&format!("{v2};q=0,application/json")), None),
+            // An unknown version, or a range that is not JSON, is passed over.
+            (
+                Some(&format!(
+                    "application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList,{v2beta1}"
+                )),
+                Some(true),
+            ),
+            (Some(&format!("text/html,{v2}")), Some(false)),
+            (
+                Some("application/json;g=example.com;v=v2;as=APIGroupDiscoveryList"),
+                None,
+            ),
+        ];
+        for (accept, expected) in cases {
+            assert_eq!(wants_aggregated(*accept), *expected, "Accept: {accept:?}");
+        }
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
+use tandem_core::accept::MediaRange;
 use tandem_core::registry::ResourceType;
 
 use crate::cache::Object;
@@ -31,60 +32,54 @@ pub enum Format {
     },
 }
 
-/// Picks the first acceptable media type of `Accept`; `None` if nothing offered is served.
+/// Picks the format for an `Accept` header as upstream's `negotiation.NegotiateMediaTypeOptions`
+/// does: ranges in order of preference (by `q`, then the more specific, then as listed; see
+/// `tandem_core::accept::preferred`), the first one served wins. JSON answers `application/json`,
+/// `application/*` and `*/*`, with `as=Table` or `as=PartialObjectMetadata[List]` (`g=meta.k8s.io`)
+/// for their views; YAML and protobuf only without `as`. An absent or empty header means JSON;
+/// `None` if nothing offered is served (406).
 pub fn negotiate(accept: Option<&str>) -> Option<Format> {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
         return Some(Format::Json);
     };
-    let clauses: Vec<&str> = accept.split(',').collect();
-    for (i, clause) in clauses.iter().enumerate() {
-        let mut parts = clause.split(';').map(str::trim);
-        let media = parts.next().unwrap_or("").to_ascii_lowercase();
-        let mut as_ = None;
-        let mut version = None;
-        let mut group = None;
-        for p in parts {
-            if let Some((k, v)) = p.split_once('=') {
-                match k.trim() {
-                    "as" => as_ = Some(v.trim().to_string()),
-                    "v" => version = Some(v.trim().to_string()),
-                    "g" => group = Some(v.trim().to_string()),
-                    _ => {}
-                }
-            }
-        }
-        let json_like = matches!(media.as_str(), "application/json" | "*/*" | "application/*");
-        if media == "application/yaml" && as_.is_none() {
+    let ranges = tandem_core::accept::preferred(accept);
+    for (i, range) in ranges.iter().enumerate() {
+        let converts = range.has_param("as");
+        if range.is("application", "yaml") && !converts {
             return Some(Format::Yaml);
         }
-        if media == crate::protobuf::MEDIA_TYPE && as_.is_none() {
-            let json_fallback = clauses[i + 1..].iter().any(|c| {
-                let media = c.split(';').next().unwrap_or("").trim();
-                matches!(media, "application/json" | "*/*" | "application/*")
-            });
+        if is_protobuf(range) && !converts {
+            let json_fallback = ranges[i + 1..].iter().any(takes_json);
             return Some(Format::Protobuf { json_fallback });
         }
-        if !json_like {
+        if !takes_json(range) {
             continue;
         }
-        match as_.as_deref() {
-            None => return Some(Format::Json),
-            Some("Table") if group.as_deref() == Some("meta.k8s.io") => {
-                return Some(Format::Table {
-                    beta: version.as_deref() == Some("v1beta1"),
-                });
-            }
-            Some("PartialObjectMetadata" | "PartialObjectMetadataList")
-                if group.as_deref() == Some("meta.k8s.io") =>
-            {
-                return Some(Format::Metadata {
-                    beta: version.as_deref() == Some("v1beta1"),
-                });
+        let meta_group = range.param("g") == "meta.k8s.io";
+        let beta = range.param("v") == "v1beta1";
+        match range.param("as") {
+            _ if !converts => return Some(Format::Json),
+            "Table" if meta_group => return Some(Format::Table { beta }),
+            "PartialObjectMetadata" | "PartialObjectMetadataList" if meta_group => {
+                return Some(Format::Metadata { beta });
             }
             _ => continue,
         }
     }
     None
+}
+
+/// Whether a range takes JSON, as upstream matches a clause against a serializer: exactly,
+/// or by `application/*` or `*/*` (not `*/json`).
+fn takes_json(range: &MediaRange<'_>) -> bool {
+    range.is("application", "json") || range.is("application", "*") || range.is("*", "*")
+}
+
+/// Whether a range is exactly `application/vnd.kubernetes.protobuf`.
+fn is_protobuf(range: &MediaRange<'_>) -> bool {
+    crate::protobuf::MEDIA_TYPE
+        .split_once('/')
+        .is_some_and(|(type_, subtype)| range.is(type_, subtype))
 }
 
 /// How much of each object a Table row carries (`?includeObject=`).
@@ -296,5 +291,89 @@ mod tests {
             )),
             Some(Format::Metadata { beta: false })
         );
+    }
+
+    #[test]
+    fn the_first_served_range_by_weight_then_order_wins() {
+        let cases: &[(Option<&str>, Option<Format>)] = &[
+            (None, Some(Format::Json)),
+            (Some(""), Some(Format::Json)),
+            (Some("  "), Some(Format::Json)),
+            (Some("*/*"), Some(Format::Json)),
+            (Some("application/*"), Some(Format::Json)),
+            (Some("APPLICATION/JSON"), Some(Format::Json)),
+            (Some("text/html"), None),
+            (Some("*/json"), None),
+            (Some("text/html, */*"), Some(Format::Json)),
+            (
+                Some("application/yaml, application/json"),
+                Some(Format::Yaml),
+            ),
+            (
+                Some("application/json, application/yaml"),
+                Some(Format::Json),
+            ),
+            // A lower weight loses to a later range, whatever the order.
+            (
+                Some("application/json;as=Table;v=v1;g=meta.k8s.io;q=0.5, application/yaml"),
+                Some(Format::Yaml),
+            ),
+            (
+                Some("application/yaml;q=0.9, application/json;as=Table;v=v1beta1;g=meta.k8s.io"),
+                Some(Format::Table { beta: true }),
+            ),
+            // A refusal (`q=0`) is skipped.
+            (
+                Some("application/json;q=0, application/yaml"),
+                Some(Format::Yaml),
+            ),
+            (Some("application/json;q=0"), None),
+            // A view that is not served falls back to the next range.
+            (
+                Some("application/json;as=Table;v=v1;g=example.com, application/json"),
+                Some(Format::Json),
+            ),
+            (
+                Some("application/json;as=Foo;g=meta.k8s.io, application/yaml"),
+                Some(Format::Yaml),
+            ),
+            (
+                Some("application/json;as=, application/yaml"),
+                Some(Format::Yaml),
+            ),
+            (
+                Some("application/yaml;as=Table;g=meta.k8s.io, */*"),
+                Some(Format::Json),
+            ),
+            (
+                Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1"),
+                Some(Format::Metadata { beta: true }),
+            ),
+            (
+                Some("application/vnd.kubernetes.protobuf, */*"),
+                Some(Format::Protobuf {
+                    json_fallback: true,
+                }),
+            ),
+            (
+                Some("application/vnd.kubernetes.protobuf, application/yaml"),
+                Some(Format::Protobuf {
+                    json_fallback: false,
+                }),
+            ),
+            (
+                Some("application/json;q=0.5, application/vnd.kubernetes.protobuf"),
+                Some(Format::Protobuf {
+                    json_fallback: true,
+                }),
+            ),
+            (
+                Some("application/json, application/vnd.kubernetes.protobuf"),
+                Some(Format::Json),
+            ),
+        ];
+        for (accept, expected) in cases {
+            assert_eq!(negotiate(*accept), *expected, "Accept: {accept:?}");
+        }
     }
 }

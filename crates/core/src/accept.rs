@@ -25,6 +25,11 @@ impl MediaRange<'_> {
             .map_or("", |(_, v)| v)
     }
 
+    /// Whether parameter `key` (case-insensitive) is present, even with an empty value.
+    pub fn has_param(&self, key: &str) -> bool {
+        self.params.iter().any(|(k, _)| k.eq_ignore_ascii_case(key))
+    }
+
     /// Whether the range is exactly `type_/subtype` (case-insensitive, no wildcards).
     pub fn is(&self, type_: &str, subtype: &str) -> bool {
         self.type_.eq_ignore_ascii_case(type_) && self.subtype.eq_ignore_ascii_case(subtype)
@@ -115,6 +120,8 @@ mod tests {
         assert!(r.is("application", "openmetrics-text"));
         assert_eq!(r.param("version"), "1.0.0");
         assert_eq!(r.param("charset"), "");
+        assert!(r.has_param("VERSION") && !r.has_param("charset"));
+        assert!(preferred("a/b;as=")[0].has_param("as"));
         assert_eq!(r.q, 0.5);
         let any = &preferred("*/*")[0];
         assert!(any.accepts("application", "json") && !any.is("application", "json"));

@@ -3,13 +3,14 @@
 //! pipeline, quota, and a create-if-absent in the store. A Service takes the Service lock and
 //! claims its addresses and ports in the store first (`crate::service_claims`).
 
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
 use tandem_core::field::FieldError;
 use tandem_core::registry::ResourceType;
-use tandem_store::{Revision, StoreError};
+use tandem_store::{KeyValue, Revision, StoreError};
 
 use super::write::{custom_prepare_for_create, run_admission};
 use super::{Ctx, Reply, is_service, parse_stored, to_stored, with_rv};
@@ -46,7 +47,8 @@ impl State {
         Ok(())
     }
 
-    /// Create: decode, fill system metadata, default, validate, store.
+    /// Create: decode, fill system metadata, default, validate, store; a Service under the
+    /// Service lock (`create_service`).
     pub async fn create(
         &self,
         ctx: &mut Ctx,
@@ -55,25 +57,59 @@ impl State {
         body: Value,
     ) -> ApiResult<Reply> {
         if is_service(rt) {
-            return self.create_service(ctx, rt, ns, body).await;
+            let _service_guard = self.service_lock.lock().await;
+            let result = self.create_service(ctx, rt, ns, &body).await;
+            // The addresses and ports its attempts learnt to avoid apply to this create only.
+            *self
+                .service_alloc_avoid
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Default::default();
+            return result;
         }
-        let mut obj = self.prepare_create(ctx, rt, ns, body).await?;
+        let (mut obj, name, key) = match self.admit_create(ctx, rt, ns, body).await? {
+            ControlFlow::Continue(admitted) => admitted,
+            ControlFlow::Break(dry_run) => return Ok(dry_run),
+        };
+        let stored = to_stored(&mut obj)?;
+        let kv = self.store_new(rt, &key, &name, &stored).await?;
+        Ok(self.created_reply(ctx, obj, &stored, kv.mod_revision))
+    }
+
+    /// What every create does before its write: [`Self::prepare_create`], then quota. Breaks
+    /// with the 201 answer under `?dryRun=All` (nothing is written); otherwise continues with
+    /// the object, its name and its store key.
+    async fn admit_create(
+        &self,
+        ctx: &mut Ctx,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        body: Value,
+    ) -> ApiResult<ControlFlow<Reply, (Value, String, String)>> {
+        let obj = self.prepare_create(ctx, rt, ns, body).await?;
         let name = meta::name(&obj).unwrap_or_default().to_string();
         self.admit_quota(rt, &obj, None, ctx.dry_run()).await?;
         if ctx.dry_run() {
-            return Ok(Reply::Value(201, obj));
+            return Ok(ControlFlow::Break(Reply::Value(201, obj)));
         }
         let key = rt.key(ns, &name);
-        let stored = to_stored(&mut obj)?;
-        let kv = self
-            .store
-            .create(&key, stored.clone())
+        Ok(ControlFlow::Continue((obj, name, key)))
+    }
+
+    /// Writes a new object at `key` if it is absent: 409 AlreadyExists when it is present.
+    async fn store_new(
+        &self,
+        rt: &ResourceType,
+        key: &str,
+        name: &str,
+        stored: &Bytes,
+    ) -> ApiResult<KeyValue> {
+        self.store
+            .create(key, stored.clone())
             .await
             .map_err(|e| match e {
-                StoreError::AlreadyExists(_) => ApiError::already_exists(rt, &name),
+                StoreError::AlreadyExists(_) => ApiError::already_exists(rt, name),
                 other => other.into(),
-            })?;
-        Ok(self.created_reply(ctx, obj, &stored, kv.mod_revision))
+            })
     }
 
     /// The 201 answer to a create: for a JSON client the stored encoding with the revision
@@ -88,45 +124,27 @@ impl State {
         Reply::Value(201, with_rv(obj, rev))
     }
 
-    /// Create of a Service: under the Service lock, addresses and ports chosen from the cache
-    /// and claimed in the store before the write (`service_claims`); one another server claimed
-    /// meanwhile is avoided and the choice made again, unless the request asked for it.
+    /// Create of a Service, under the Service lock the caller holds: addresses and ports chosen
+    /// from the cache and claimed in the store before the write (`service_claims`); one another
+    /// server claimed meanwhile is avoided and the choice made again, unless the request asked
+    /// for it.
     async fn create_service(
         &self,
         ctx: &mut Ctx,
         rt: &ResourceType,
         ns: Option<&str>,
-        body: Value,
-    ) -> ApiResult<Reply> {
-        let _service_guard = self.service_lock.lock().await;
-        let result = self.create_service_locked(ctx, rt, ns, body).await;
-        *self
-            .service_alloc_avoid
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Default::default();
-        result
-    }
-
-    async fn create_service_locked(
-        &self,
-        ctx: &mut Ctx,
-        rt: &ResourceType,
-        ns: Option<&str>,
-        body: Value,
+        body: &Value,
     ) -> ApiResult<Reply> {
         const ATTEMPTS: usize = 8;
         for attempt in 1..=ATTEMPTS {
-            let mut obj = self.prepare_create(ctx, rt, ns, body.clone()).await?;
-            let name = meta::name(&obj).unwrap_or_default().to_string();
-            self.admit_quota(rt, &obj, None, ctx.dry_run()).await?;
-            if ctx.dry_run() {
-                return Ok(Reply::Value(201, obj));
-            }
-            let key = rt.key(ns, &name);
+            let (mut obj, name, key) = match self.admit_create(ctx, rt, ns, body.clone()).await? {
+                ControlFlow::Continue(admitted) => admitted,
+                ControlFlow::Break(dry_run) => return Ok(dry_run),
+            };
             let made = match crate::service_claims::claim(self, &key, &obj, None).await? {
                 Ok(made) => made,
                 Err(crate::service_claims::Taken(r)) => {
-                    if attempt == ATTEMPTS || crate::service_claims::asked_for(&body, r) {
+                    if attempt == ATTEMPTS || crate::service_claims::asked_for(body, r) {
                         let error = crate::service_claims::taken_error(&obj, r);
                         return Err(ApiError::invalid(rt, &name, &[error]));
                     }
@@ -142,14 +160,11 @@ impl State {
                 }
             };
             let stored = to_stored(&mut obj)?;
-            let kv = match self.store.create(&key, stored.clone()).await {
+            let kv = match self.store_new(rt, &key, &name, &stored).await {
                 Ok(kv) => kv,
                 Err(e) => {
                     crate::service_claims::release_made(self, made).await;
-                    return Err(match e {
-                        StoreError::AlreadyExists(_) => ApiError::already_exists(rt, &name),
-                        other => other.into(),
-                    });
+                    return Err(e);
                 }
             };
             self.cache

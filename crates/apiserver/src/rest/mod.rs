@@ -273,3 +273,13 @@ struct Stored<'a> {
     value: &'a Value,
     rev: Revision,
 }
+
+impl<'a> Stored<'a> {
+    /// `value`, parsed from `kv`: a write must find the key still at `kv`'s revision.
+    fn of(value: &'a Value, kv: &tandem_store::KeyValue) -> Self {
+        Stored {
+            value,
+            rev: kv.mod_revision,
+        }
+    }
+}

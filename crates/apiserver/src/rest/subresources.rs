@@ -62,17 +62,9 @@ impl State {
         {
             return Err(ApiError::conflict(rt, name));
         }
-        self.write_scale(
-            ctx,
-            rt,
-            ObjectKey { ns, name },
-            Stored {
-                value: &old,
-                rev: kv.mod_revision,
-            },
-            &body,
-        )
-        .await
+        let stored = Stored::of(&old, &kv);
+        self.write_scale(ctx, rt, ObjectKey { ns, name }, stored, &body)
+            .await
     }
 
     pub(super) async fn write_scale(

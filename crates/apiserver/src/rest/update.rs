@@ -52,18 +52,9 @@ impl State {
             return Err(ApiError::conflict(rt, name));
         }
         let old = parse_stored(rt, &kv)?;
-        self.commit_update(
-            ctx,
-            rt,
-            ObjectKey { ns, name },
-            new,
-            Stored {
-                value: &old,
-                rev: kv.mod_revision,
-            },
-            sub,
-        )
-        .await
+        let stored = Stored::of(&old, &kv);
+        self.commit_update(ctx, rt, ObjectKey { ns, name }, new, stored, sub)
+            .await
     }
 
     /// PATCH (JSON, merge, strategic merge) and server-side apply.
@@ -154,36 +145,13 @@ impl State {
                     "the name of the object ({pn}) does not match the name on the URL ({name})"
                 )));
             }
+            let (at, stored) = (ObjectKey { ns, name }, Stored::of(&old, &kv));
             if sub == Some("scale") {
-                return self
-                    .write_scale(
-                        ctx,
-                        rt,
-                        ObjectKey { ns, name },
-                        Stored {
-                            value: &old,
-                            rev: kv.mod_revision,
-                        },
-                        &patched,
-                    )
-                    .await;
+                return self.write_scale(ctx, rt, at, stored, &patched).await;
             }
             let new = self.decode_typed(ctx, rt, patched)?;
             ctx.applying = kind == PatchKind::Apply;
-            match self
-                .commit_update(
-                    ctx,
-                    rt,
-                    ObjectKey { ns, name },
-                    new,
-                    Stored {
-                        value: &old,
-                        rev: kv.mod_revision,
-                    },
-                    sub,
-                )
-                .await
-            {
+            match self.commit_update(ctx, rt, at, new, stored, sub).await {
                 // A patch without its own resourceVersion precondition is re-applied to the new
                 // state, as upstream's patcher retries on conflict.
                 Err(e)

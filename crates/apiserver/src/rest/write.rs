@@ -98,6 +98,19 @@ pub(super) async fn run_admission(
     Ok(())
 }
 
+/// The update through a subresource that changes one list only (`approval`, `finalize`): the
+/// stored object with `/<parent>/<field>` taken from the request (empty when the request has
+/// none); the rest of the object stays as stored.
+fn only_list_changes(new: &Value, old: &Value, parent: &str, field: &str) -> Value {
+    let list = new
+        .pointer(&format!("/{parent}/{field}"))
+        .cloned()
+        .unwrap_or_else(|| json!([]));
+    let mut updated = old.clone();
+    updated[parent][field] = list;
+    updated
+}
+
 /// Upstream's ObjectMeta fields are `omitempty`: an empty labels or annotations map (or finalizer,
 /// owner reference or managed field list) is not stored, so `kubectl label x key-` leaves no `{}`.
 fn drop_empty_metadata(obj: &mut Value) {
@@ -204,26 +217,12 @@ impl State {
             Some("ephemeralcontainers") => {
                 tandem_core::strategy::prepare_for_ephemeral_containers_update(&mut new, old)
             }
-            Some("approval") => {
-                // Only the Approved/Denied conditions change through `approval` (upstream's
-                // `csrApprovalStrategy`); the rest of the object stays as stored.
-                let conditions = new
-                    .pointer("/status/conditions")
-                    .cloned()
-                    .unwrap_or_else(|| json!([]));
-                new = old.clone();
-                new["status"]["conditions"] = conditions;
-            }
-            Some("finalize") => {
-                // Only spec.finalizers of a Namespace changes through `finalize`
-                // (upstream `namespaceFinalizeStrategy`).
-                let finalizers = new
-                    .pointer("/spec/finalizers")
-                    .cloned()
-                    .unwrap_or_else(|| json!([]));
-                new = old.clone();
-                new["spec"]["finalizers"] = finalizers;
-            }
+            // Only the Approved/Denied conditions change through `approval` (upstream's
+            // `csrApprovalStrategy`).
+            Some("approval") => new = only_list_changes(&new, old, "status", "conditions"),
+            // Only spec.finalizers of a Namespace changes through `finalize`
+            // (upstream `namespaceFinalizeStrategy`).
+            Some("finalize") => new = only_list_changes(&new, old, "spec", "finalizers"),
             _ => {
                 crate::pipeline::prepare_for_update(rt, &mut new, old);
                 if self.registry.custom(rt).is_some() {

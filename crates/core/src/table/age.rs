@@ -1,7 +1,10 @@
 //! Ages for table cells: an RFC 3339 parser (no calendar library) and ports of upstream's
-//! `duration.HumanDuration` and the printers' `translateTimestampSince`.
+//! `duration.HumanDuration` and the printers' `translateTimestampSince` (with the AGE cell built
+//! on it).
 
 use serde_json::Value;
+
+use super::json::{get, s};
 
 /// Unix seconds of Go's zero `time.Time` (`0001-01-01T00:00:00Z`), which `metav1.Time.IsZero`
 /// reports as unset.
@@ -153,6 +156,12 @@ pub fn since(v: Option<&Value>, now: i64) -> String {
         Some(t) => human_duration(now.saturating_sub(t)),
         None => "<unknown>".to_string(),
     }
+}
+
+/// The AGE cell of an object: `translateTimestampSince(obj.CreationTimestamp)`, as every
+/// upstream printer with an AGE column calls it.
+pub fn created(obj: &Value, now: i64) -> Value {
+    s(since(get(obj, &["metadata", "creationTimestamp"]), now))
 }
 
 #[cfg(test)]

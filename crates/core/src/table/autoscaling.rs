@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use super::age::created;
 use super::json::{arr_at, get, int_at, name, opt_int_at, s, str_at};
 use super::{AGE, ColumnDefinition, NAME, col};
 
@@ -155,10 +156,7 @@ pub fn hpa(obj: &Value, now: i64) -> Vec<Value> {
         s(min_pods),
         Value::from(int_at(obj, &["spec", "maxReplicas"])),
         Value::from(int_at(obj, &["status", "currentReplicas"])),
-        s(super::age::since(
-            get(obj, &["metadata", "creationTimestamp"]),
-            now,
-        )),
+        created(obj, now),
     ]
 }
 

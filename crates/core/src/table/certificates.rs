@@ -4,7 +4,8 @@
 
 use serde_json::Value;
 
-use super::json::{arr_at, get, name, opt_int_at, s, str_at};
+use super::age::created;
+use super::json::{arr_at, name, opt_int_at, s, str_at};
 use super::{AGE, ColumnDefinition, NAME, col};
 
 /// NAME, AGE, SIGNERNAME, REQUESTOR, REQUESTEDDURATION, CONDITION.
@@ -44,10 +45,7 @@ pub fn cells(obj: &Value, now: i64) -> Vec<Value> {
     };
     vec![
         s(name(obj)),
-        s(super::age::since(
-            get(obj, &["metadata", "creationTimestamp"]),
-            now,
-        )),
+        created(obj, now),
         s(signer),
         s(str_at(obj, &["spec", "username"])),
         s(duration),

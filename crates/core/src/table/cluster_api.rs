@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use super::age::created;
 use super::json::{arr_at, get, int_at, name, opt_bool_at, s, str_at};
 use super::{AGE, ColumnDefinition, NAME, col};
 
@@ -60,13 +61,6 @@ pub fn api_service_columns() -> Vec<ColumnDefinition> {
         col("Available", "string", "Whether this service is available."),
         AGE,
     ]
-}
-
-fn created(obj: &Value, now: i64) -> Value {
-    s(super::age::since(
-        get(obj, &["metadata", "creationTimestamp"]),
-        now,
-    ))
 }
 
 /// `IntOrString.String()`, or `N/A` when unset.
@@ -130,28 +124,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::registry::Registry;
-
-    /// 2024-01-01T00:00:00Z.
-    const NOW: i64 = 1_704_067_200;
-
-    fn row(group: &str, plural: &str, obj: &Value) -> Vec<String> {
-        let rt = Registry::builtin()
-            .all()
-            .iter()
-            .find(|t| t.group == group && t.plural == plural)
-            .map(|t| (**t).clone())
-            .expect("registered type");
-        let cells = crate::table::cells(&rt, obj, NOW);
-        assert_eq!(crate::table::columns(&rt).len(), cells.len());
-        cells
-            .into_iter()
-            .map(|c| match c {
-                Value::String(s) => s,
-                other => other.to_string(),
-            })
-            .collect()
-    }
+    use crate::table::tests::NOW;
+    use crate::table::tests::row;
 
     fn meta(name: &str) -> Value {
         json!({"name": name, "creationTimestamp": crate::time::format_rfc3339(NOW - 30)})

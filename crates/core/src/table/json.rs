@@ -1,7 +1,13 @@
 //! Forgiving accessors over `serde_json::Value`: a missing or oddly typed field reads as the Go
-//! zero value, the way a decoded upstream struct would, so printers never panic.
+//! zero value, the way a decoded upstream struct would, so printers never panic. Also the
+//! formatting helpers several printers share (`labels.FormatLabels`,
+//! `metav1.FormatLabelSelector`, the load balancer ingress list), and the cell constructors.
+
+use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
+
+use crate::selector::LabelSelector;
 
 /// The value at a path of object keys.
 pub fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
@@ -78,6 +84,43 @@ pub fn format_labels(m: Option<&Map<String, Value>>) -> String {
     } else {
         s
     }
+}
+
+/// `metav1.FormatLabelSelector`: `<none>` for an empty (or nil) selector, `<error>` for an
+/// invalid one.
+pub fn format_label_selector(sel: Option<&Value>) -> String {
+    match LabelSelector::from_json(sel.unwrap_or(&Value::Null)) {
+        Ok(sel) => {
+            let text = sel.to_string();
+            if text.is_empty() {
+                "<none>".to_string()
+            } else {
+                text
+            }
+        }
+        Err(_) => "<error>".to_string(),
+    }
+}
+
+/// The addresses of `status.loadBalancer.ingress`, sorted and unique: each entry's IP, else its
+/// hostname (entries with neither are skipped), as upstream's `loadBalancerStatusStringer` (a
+/// Service) and `ingressLoadBalancerStatusStringer` (an Ingress) collect them.
+pub fn load_balancer_ingress(obj: &Value) -> Vec<&str> {
+    let set: BTreeSet<&str> = arr_at(obj, &["status", "loadBalancer", "ingress"])
+        .iter()
+        .filter_map(|i| {
+            let ip = str_at(i, &["ip"]);
+            let host = str_at(i, &["hostname"]);
+            if !ip.is_empty() {
+                Some(ip)
+            } else if !host.is_empty() {
+                Some(host)
+            } else {
+                None
+            }
+        })
+        .collect();
+    set.into_iter().collect()
 }
 
 /// A JSON string cell.

@@ -61,6 +61,7 @@ const CONTAINERS_DESC: &str = "Names of each container in the template.";
 const IMAGES_DESC: &str = "Images referenced by each container in the template.";
 const SELECTOR_DESC: &str = "Label query over pods that should match the replica count. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
 
+/// A column shown by default.
 const fn col(
     name: &'static str,
     type_: &'static str,
@@ -75,17 +76,15 @@ const fn col(
     }
 }
 
+/// A column shown only with `-o wide`.
 const fn wide(
     name: &'static str,
     type_: &'static str,
     description: &'static str,
 ) -> ColumnDefinition {
     ColumnDefinition {
-        name,
-        type_,
-        format: "",
-        description,
         priority: 1,
+        ..col(name, type_, description)
     }
 }
 

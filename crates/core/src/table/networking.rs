@@ -4,13 +4,11 @@
 //! prints wide), `printIngressClass` and `printNetworkPolicy`
 //! (pkg/printers/internalversion/printers.go).
 
-use std::collections::BTreeSet;
-
 use serde_json::Value;
 
-use super::json::{arr_at, get, name, s, str_at};
+use super::age::created;
+use super::json::{arr_at, format_label_selector, get, load_balancer_ingress, name, s, str_at};
 use super::{AGE, ColumnDefinition, NAME, col};
-use crate::selector::LabelSelector;
 
 /// NAME, CLASS, HOSTS, ADDRESS, PORTS, AGE.
 pub fn ingress_columns() -> Vec<ColumnDefinition> {
@@ -62,13 +60,6 @@ pub fn network_policy_columns() -> Vec<ColumnDefinition> {
     vec![NAME, col("Pod-Selector", "string", POD_SELECTOR_DESC), AGE]
 }
 
-fn created(obj: &Value, now: i64) -> Value {
-    s(super::age::since(
-        get(obj, &["metadata", "creationTimestamp"]),
-        now,
-    ))
-}
-
 /// `formatHosts`: up to three rule hosts, `*` when none is set.
 fn format_hosts(rules: &[Value]) -> String {
     const MAX: usize = 3;
@@ -94,25 +85,6 @@ fn format_hosts(rules: &[Value]) -> String {
     }
 }
 
-/// `ingressLoadBalancerStatusStringer` (wide): the sorted unique IPs or hostnames.
-fn load_balancer_address(obj: &Value) -> String {
-    let set: BTreeSet<&str> = arr_at(obj, &["status", "loadBalancer", "ingress"])
-        .iter()
-        .filter_map(|i| {
-            let ip = str_at(i, &["ip"]);
-            let host = str_at(i, &["hostname"]);
-            if !ip.is_empty() {
-                Some(ip)
-            } else if !host.is_empty() {
-                Some(host)
-            } else {
-                None
-            }
-        })
-        .collect();
-    set.into_iter().collect::<Vec<_>>().join(",")
-}
-
 /// `printIngress`.
 pub fn ingress(obj: &Value, now: i64) -> Vec<Value> {
     let class = get(obj, &["spec", "ingressClassName"])
@@ -127,7 +99,7 @@ pub fn ingress(obj: &Value, now: i64) -> Vec<Value> {
         s(name(obj)),
         s(class),
         s(format_hosts(arr_at(obj, &["spec", "rules"]))),
-        s(load_balancer_address(obj)),
+        s(load_balancer_ingress(obj).join(",")),
         s(ports),
         created(obj, now),
     ]
@@ -154,21 +126,6 @@ pub fn ingress_class(obj: &Value, now: i64) -> Vec<Value> {
     ]
 }
 
-/// `metav1.FormatLabelSelector`: `<none>` for an empty selector, `<error>` for an invalid one.
-fn format_label_selector(sel: Option<&Value>) -> String {
-    match LabelSelector::from_json(sel.unwrap_or(&Value::Null)) {
-        Ok(sel) => {
-            let text = sel.to_string();
-            if text.is_empty() {
-                "<none>".to_string()
-            } else {
-                text
-            }
-        }
-        Err(_) => "<error>".to_string(),
-    }
-}
-
 /// `printNetworkPolicy`: the pod selector as `metav1.FormatLabelSelector` prints it.
 pub fn network_policy(obj: &Value, now: i64) -> Vec<Value> {
     vec![
@@ -183,27 +140,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::registry::Registry;
-
-    /// 2024-01-01T00:00:00Z.
-    const NOW: i64 = 1_704_067_200;
+    use crate::table::tests::NOW;
 
     fn row(plural: &str, obj: &Value) -> Vec<String> {
-        let rt = Registry::builtin()
-            .all()
-            .iter()
-            .find(|t| t.group == "networking.k8s.io" && t.plural == plural)
-            .map(|t| (**t).clone())
-            .expect("registered type");
-        let names: Vec<&str> = crate::table::columns(&rt).iter().map(|c| c.name).collect();
-        assert_eq!(names.len(), crate::table::cells(&rt, obj, NOW).len());
-        crate::table::cells(&rt, obj, NOW)
-            .into_iter()
-            .map(|c| match c {
-                Value::String(s) => s,
-                other => other.to_string(),
-            })
-            .collect()
+        crate::table::tests::row("networking.k8s.io", plural, obj)
     }
 
     fn meta() -> Value {

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::age;
+use super::age::{self, created};
 use super::json::{arr_at, get, int_at, name, opt_bool_at, s, str_at};
 
 /// `node.NodeUnreachablePodReason`: the reason the node lifecycle controller sets on pods of a
@@ -213,10 +213,7 @@ pub fn cells(pod: &Value, now: i64) -> Vec<Value> {
         s(format!("{ready}/{total}")),
         s(reason),
         s(restarts_cell),
-        s(age::since(
-            get(pod, &["metadata", "creationTimestamp"]),
-            now,
-        )),
+        created(pod, now),
         s(none(pod_ip)),
         s(none(str_at(spec, &["nodeName"]))),
         s(none(str_at(status, &["nominatedNodeName"]))),

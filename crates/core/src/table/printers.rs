@@ -5,19 +5,12 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::age;
+use super::age::{self, created};
 use super::json::{
-    arr_at, arr_len, format_labels, get, int_at, map_len, n, name, obj_at, opt_bool_at, opt_int_at,
-    s, str_at,
+    arr_at, arr_len, format_label_selector, format_labels, get, int_at, load_balancer_ingress,
+    map_len, n, name, obj_at, opt_bool_at, opt_int_at, s, str_at,
 };
 use crate::selector::LabelSelector;
-
-fn created(obj: &Value, now: i64) -> Value {
-    s(age::since(
-        get(obj, &["metadata", "creationTimestamp"]),
-        now,
-    ))
-}
 
 fn or_none(x: &str) -> String {
     if x.is_empty() {
@@ -33,15 +26,6 @@ fn container_cells(pod_spec: Option<&Value>) -> (Value, Value) {
     let names: Vec<&str> = containers.iter().map(|c| str_at(c, &["name"])).collect();
     let images: Vec<&str> = containers.iter().map(|c| str_at(c, &["image"])).collect();
     (s(names.join(",")), s(images.join(",")))
-}
-
-/// `metav1.FormatLabelSelector`: `<none>` for an empty (or nil) selector, `<error>` for an
-/// invalid one.
-fn format_label_selector(sel: Option<&Value>) -> String {
-    match LabelSelector::from_json(sel.unwrap_or(&Value::Null)) {
-        Ok(sel) => or_none(&sel.to_string()),
-        Err(_) => "<error>".to_string(),
-    }
 }
 
 /// `printBoolPtr`.
@@ -205,21 +189,7 @@ fn service_external_ip(obj: &Value) -> String {
             }
         }
         "LoadBalancer" => {
-            let lb: BTreeSet<&str> = arr_at(obj, &["status", "loadBalancer", "ingress"])
-                .iter()
-                .filter_map(|i| {
-                    let ip = str_at(i, &["ip"]);
-                    let host = str_at(i, &["hostname"]);
-                    if !ip.is_empty() {
-                        Some(ip)
-                    } else if !host.is_empty() {
-                        Some(host)
-                    } else {
-                        None
-                    }
-                })
-                .collect();
-            let mut all: Vec<&str> = lb.into_iter().collect();
+            let mut all = load_balancer_ingress(obj);
             if !external.is_empty() {
                 all.extend(external);
                 return all.join(",");
@@ -459,8 +429,10 @@ pub fn event(e: &EventView<'_>, now: i64) -> Vec<Value> {
     ]
 }
 
-/// `printReplicationController`.
-pub fn replication_controller(obj: &Value, now: i64) -> Vec<Value> {
+/// The row `printReplicationController` and `printReplicaSet` share: desired, current and
+/// ready replicas, age, containers, images, then `selector` (formatted as each kind's
+/// selector type prints).
+fn replicas_row(obj: &Value, now: i64, selector: String) -> Vec<Value> {
     let (names, images) = container_cells(get(obj, &["spec", "template", "spec"]));
     vec![
         s(name(obj)),
@@ -470,8 +442,14 @@ pub fn replication_controller(obj: &Value, now: i64) -> Vec<Value> {
         created(obj, now),
         names,
         images,
-        s(format_labels(obj_at(obj, &["spec", "selector"]))),
+        s(selector),
     ]
+}
+
+/// `printReplicationController`: the selector is a plain label map.
+pub fn replication_controller(obj: &Value, now: i64) -> Vec<Value> {
+    let selector = format_labels(obj_at(obj, &["spec", "selector"]));
+    replicas_row(obj, now, selector)
 }
 
 /// `printPersistentVolumeClaim`.
@@ -605,19 +583,10 @@ pub fn deployment(obj: &Value, now: i64) -> Vec<Value> {
     ]
 }
 
-/// `printReplicaSet`.
+/// `printReplicaSet`: the selector is a `LabelSelector`.
 pub fn replica_set(obj: &Value, now: i64) -> Vec<Value> {
-    let (names, images) = container_cells(get(obj, &["spec", "template", "spec"]));
-    vec![
-        s(name(obj)),
-        n(desired_replicas(obj)),
-        n(int_at(obj, &["status", "replicas"])),
-        n(int_at(obj, &["status", "readyReplicas"])),
-        created(obj, now),
-        names,
-        images,
-        s(format_label_selector(get(obj, &["spec", "selector"]))),
-    ]
+    let selector = format_label_selector(get(obj, &["spec", "selector"]));
+    replicas_row(obj, now, selector)
 }
 
 /// `printDaemonSet`.

@@ -6,7 +6,8 @@
 
 use serde_json::Value;
 
-use super::json::{arr_at, get, name, s, str_at};
+use super::age::created;
+use super::json::{arr_at, name, s, str_at};
 use super::{AGE, ColumnDefinition, NAME, col, wide};
 
 /// `rbacv1beta1.RoleBinding{}.SwaggerDoc()["roleRef"]`.
@@ -17,33 +18,29 @@ const CLUSTER_ROLE_BINDING_ROLE_DESC: &str = "RoleRef can only reference a Clust
 /// NAME, ROLE, AGE and, with `-o wide`, USERS, GROUPS, SERVICEACCOUNTS. `cluster` picks the
 /// ClusterRoleBinding wording of the descriptions.
 pub fn binding_columns(cluster: bool) -> Vec<ColumnDefinition> {
-    if cluster {
-        vec![
-            NAME,
-            col("Role", "string", CLUSTER_ROLE_BINDING_ROLE_DESC),
-            AGE,
-            wide("Users", "string", "Users in the clusterRoleBinding"),
-            wide("Groups", "string", "Groups in the clusterRoleBinding"),
-            wide(
-                "ServiceAccounts",
-                "string",
-                "ServiceAccounts in the clusterRoleBinding",
-            ),
-        ]
+    let (role, users, groups, service_accounts) = if cluster {
+        (
+            CLUSTER_ROLE_BINDING_ROLE_DESC,
+            "Users in the clusterRoleBinding",
+            "Groups in the clusterRoleBinding",
+            "ServiceAccounts in the clusterRoleBinding",
+        )
     } else {
-        vec![
-            NAME,
-            col("Role", "string", ROLE_BINDING_ROLE_DESC),
-            AGE,
-            wide("Users", "string", "Users in the roleBinding"),
-            wide("Groups", "string", "Groups in the roleBinding"),
-            wide(
-                "ServiceAccounts",
-                "string",
-                "ServiceAccounts in the roleBinding",
-            ),
-        ]
-    }
+        (
+            ROLE_BINDING_ROLE_DESC,
+            "Users in the roleBinding",
+            "Groups in the roleBinding",
+            "ServiceAccounts in the roleBinding",
+        )
+    };
+    vec![
+        NAME,
+        col("Role", "string", role),
+        AGE,
+        wide("Users", "string", users),
+        wide("Groups", "string", groups),
+        wide("ServiceAccounts", "string", service_accounts),
+    ]
 }
 
 /// `printRoleBinding` / `printClusterRoleBinding`: ROLE is `<kind>/<name>` of the roleRef; the
@@ -73,10 +70,7 @@ pub fn binding(obj: &Value, now: i64) -> Vec<Value> {
     vec![
         s(name(obj)),
         s(role),
-        s(super::age::since(
-            get(obj, &["metadata", "creationTimestamp"]),
-            now,
-        )),
+        created(obj, now),
         s(users.join(", ")),
         s(groups.join(", ")),
         s(service_accounts.join(", ")),

@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 
+use super::age::created;
 use super::json::{arr_at, arr_len, get, name, opt_bool_at, s, str_at};
 use super::{AGE, ColumnDefinition, NAME, col};
 
@@ -87,13 +88,6 @@ pub fn volume_attachment_columns() -> Vec<ColumnDefinition> {
         col("Attached", "boolean", ATTACHED_DESC),
         AGE,
     ]
-}
-
-fn created(obj: &Value, now: i64) -> Value {
-    s(super::age::since(
-        get(obj, &["metadata", "creationTimestamp"]),
-        now,
-    ))
 }
 
 /// `storageutil.IsDefaultAnnotation`: either annotation set to `true`.
@@ -188,27 +182,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::registry::Registry;
-
-    /// 2024-01-01T00:00:00Z.
-    const NOW: i64 = 1_704_067_200;
+    use crate::table::tests::NOW;
 
     fn row(plural: &str, obj: &Value) -> Vec<String> {
-        let rt = Registry::builtin()
-            .all()
-            .iter()
-            .find(|t| t.group == "storage.k8s.io" && t.plural == plural)
-            .map(|t| (**t).clone())
-            .expect("registered type");
-        let cells = crate::table::cells(&rt, obj, NOW);
-        assert_eq!(crate::table::columns(&rt).len(), cells.len());
-        cells
-            .into_iter()
-            .map(|c| match c {
-                Value::String(s) => s,
-                other => other.to_string(),
-            })
-            .collect()
+        crate::table::tests::row("storage.k8s.io", plural, obj)
     }
 
     fn meta(name: &str) -> Value {

@@ -3,10 +3,11 @@ use serde_json::{Value, json};
 use super::*;
 use crate::registry::Registry;
 
-/// 2024-01-01T00:00:00Z.
-const NOW: i64 = 1_704_067_200;
+/// 2024-01-01T00:00:00Z, the time every table test measures ages against.
+pub(super) const NOW: i64 = 1_704_067_200;
 
-fn rt(group: &str, plural: &str) -> ResourceType {
+/// The built-in resource type `group`/`plural`.
+pub(super) fn rt(group: &str, plural: &str) -> ResourceType {
     Registry::builtin()
         .all()
         .iter()
@@ -20,8 +21,13 @@ fn ago(secs_ago: i64) -> String {
     crate::time::format_rfc3339(NOW - secs_ago)
 }
 
-fn row(group: &str, plural: &str, obj: &Value) -> Vec<String> {
-    cells(&rt(group, plural), obj, NOW)
+/// The cells of `obj`'s row at [`NOW`] as text (strings as they are, other values as JSON),
+/// after checking that there is one cell per column.
+pub(super) fn row(group: &str, plural: &str, obj: &Value) -> Vec<String> {
+    let rt = rt(group, plural);
+    let cells = cells(&rt, obj, NOW);
+    assert_eq!(columns(&rt).len(), cells.len(), "{group}/{plural}");
+    cells
         .into_iter()
         .map(|c| match c {
             Value::String(s) => s,
