@@ -680,7 +680,7 @@ fn runtime_usage(base_dir: &Path) -> Option<Usage> {
 
 /// User plus system time from a `/proc/<pid>/stat` file, with the waited-for children's when
 /// `children`. The kernel counts in USER_HZ ticks, 100 per second on Linux.
-fn cpu_time(stat: &Path, children: bool) -> Option<Duration> {
+pub(crate) fn cpu_time(stat: &Path, children: bool) -> Option<Duration> {
     let text = std::fs::read_to_string(stat).ok()?;
     // Fields after the command name, which is in parentheses and may hold spaces: state is
     // field 3, utime/stime 14/15, cutime/cstime 16/17.

@@ -1,7 +1,8 @@
 //! `tandem bench api --content-type protobuf`: what the wire format costs. The same create load
 //! and LIST run four times in one process, each on a fresh server: twice in JSON, twice in
-//! protobuf (request bodies and responses), with the client decoding every LIST in full (serde into
-//! k8s-openapi types for JSON, prost into k8s-pb types for protobuf), as client-go would. Each
+//! protobuf (request bodies and responses), with the client decoding every create's answer and
+//! every LIST in full (serde into k8s-openapi types for JSON, prost into k8s-pb types for
+//! protobuf), as client-go's typed clients do. Each
 //! client encodes its requests with its format's own encoder (serde for JSON, prost-generated
 //! messages for protobuf), so the client's share of the process's CPU is what a real client's
 //! would be.
@@ -28,6 +29,8 @@ const JSON: &str = "application/json";
 struct Figures {
     creates: usize,
     elapsed: Duration,
+    /// The process's CPU time (server and clients) over the creates.
+    create_cpu: Duration,
     latencies: Vec<Duration>,
     lists: Vec<Duration>,
     listed: usize,
@@ -104,10 +107,34 @@ fn bench_pod_protobuf(name: &str) -> Vec<u8> {
     body
 }
 
+/// The name of the pod a create answered with, decoded into the format's typed object as
+/// client-go's `Create` returns it (serde into k8s-openapi for JSON, prost into k8s-pb for
+/// protobuf).
+fn decode_pod_name(media: &str, body: &[u8]) -> anyhow::Result<String> {
+    let metadata_name = match media {
+        PROTOBUF => {
+            let raw = body
+                .strip_prefix(b"k8s\0")
+                .context("a protobuf answer starts with the magic number")?;
+            let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown::decode(raw)?;
+            let pod =
+                k8s_pb::api::core::v1::Pod::decode(unknown.raw.unwrap_or_default().as_slice())?;
+            pod.metadata.and_then(|m| m.name)
+        }
+        _ => {
+            serde_json::from_slice::<k8s_openapi::api::core::v1::Pod>(body)?
+                .metadata
+                .name
+        }
+    };
+    metadata_name.context("the created pod has no name")
+}
+
 /// Creates `pods` pods from `clients` concurrent clients and lists them 5 times, in `media`.
 async fn run(pods: usize, clients: usize, media: &'static str) -> anyhow::Result<Figures> {
     let (_dir, _server, client) = crate::bench::bench_server().await?;
     let started = Instant::now();
+    let cpu_before = own_cpu();
     let per_client = pods.div_ceil(clients);
     let mut tasks = Vec::new();
     for c in 0..clients {
@@ -126,10 +153,14 @@ async fn run(pods: usize, clients: usize, media: &'static str) -> anyhow::Result
                     .header("Accept", media)
                     .body(body)?;
                 let t = Instant::now();
-                let (status, _) = send(&client, req).await?;
-                lat.push(t.elapsed());
+                let (status, body) = send(&client, req).await?;
                 if status != http::StatusCode::CREATED {
                     bail!("create answered {status}");
+                }
+                let created = decode_pod_name(media, &body)?;
+                lat.push(t.elapsed());
+                if created != name {
+                    bail!("the create answered pod {created:?}, not {name:?}");
                 }
             }
             anyhow::Ok(lat)
@@ -140,6 +171,7 @@ async fn run(pods: usize, clients: usize, media: &'static str) -> anyhow::Result
         latencies.extend(t.await??);
     }
     let elapsed = started.elapsed();
+    let create_cpu = own_cpu().saturating_sub(cpu_before);
     latencies.sort();
     let mut lists = Vec::new();
     let (mut listed, mut list_bytes) = (0, 0);
@@ -176,11 +208,23 @@ async fn run(pods: usize, clients: usize, media: &'static str) -> anyhow::Result
     Ok(Figures {
         creates: latencies.len(),
         elapsed,
+        create_cpu,
         latencies,
         lists,
         listed,
         list_bytes,
     })
+}
+
+/// This process's user and system CPU time so far: the server and the clients share it, so
+/// per create it is what one create costs both ends, steadier than creates/s on a busy machine.
+fn own_cpu() -> Duration {
+    crate::bench_startup::cpu_time(std::path::Path::new("/proc/self/stat"), false)
+        .unwrap_or_default()
+}
+
+fn cpu_per_create(f: &Figures) -> f64 {
+    f.create_cpu.as_secs_f64() * 1e6 / f.creates.max(1) as f64
 }
 
 /// JSON and protobuf side by side, in the order JSON, protobuf, protobuf, JSON: whichever runs
@@ -199,9 +243,10 @@ pub async fn compare(pods: usize, clients: usize) -> anyhow::Result<()> {
     ] {
         let f = run(pods, clients, media).await?;
         println!(
-            "run {}: {label:9} {:.0} creates/s",
+            "run {}: {label:9} {:.0} creates/s, {:.0} µs of CPU per create",
             runs.len() + 1,
-            f.creates as f64 / f.elapsed.as_secs_f64()
+            f.creates as f64 / f.elapsed.as_secs_f64(),
+            cpu_per_create(&f)
         );
         runs.push((label, f));
     }
@@ -225,8 +270,9 @@ pub async fn compare(pods: usize, clients: usize) -> anyhow::Result<()> {
         let mut lists: Vec<Duration> = mine.iter().flat_map(|f| f.lists.iter().copied()).collect();
         lists.sort();
         let (listed, list_bytes) = mine.first().map_or((0, 0), |f| (f.listed, f.list_bytes));
+        let cpu = mine.iter().map(|f| cpu_per_create(f)).sum::<f64>() / mine.len().max(1) as f64;
         println!(
-            "{label:9} creates: {rate:.0}/s (mean of {} runs)  p50 {}  p99 {}",
+            "{label:9} creates: {rate:.0}/s (mean of {} runs)  p50 {}  p99 {}  CPU {cpu:.0} µs per create",
             mine.len(),
             ms(percentile(&latencies, 0.5)),
             ms(percentile(&latencies, 0.99)),

@@ -38,16 +38,15 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
             "cannot decode the protobuf body: it does not start with the k8s protobuf magic number",
         )
     })?;
-    let unknown = Unknown::decode(rest)
+    let envelope = transcode::read_envelope(rest)
         .map_err(|e| ApiError::bad_request(format!("cannot decode the protobuf body: {e}")))?;
-    let type_meta = unknown.type_meta.clone().unwrap_or_default();
-    let api_version = type_meta.api_version.unwrap_or_default();
-    let kind = type_meta.kind.unwrap_or_default();
-    if schema.message_for(&api_version, &kind).is_none() {
+    let Some(index) = schema.message_for(envelope.api_version, envelope.kind) else {
         return Err(ApiError::unsupported_media_type(MEDIA_TYPE));
-    }
-    decode_unknown(schema, unknown, 0)
-        .map_err(|e| ApiError::bad_request(format!("cannot decode the protobuf body: {kind}: {e}")))
+    };
+    decode_object(schema, index, &envelope, 0).map_err(|e| {
+        let kind = envelope.kind;
+        ApiError::bad_request(format!("cannot decode the protobuf body: {kind}: {e}"))
+    })
 }
 
 /// Decodes magic + envelope (an object embedded in a RawExtension, or a body) at nesting
@@ -60,25 +59,25 @@ pub(crate) fn decode_envelope(
     let rest = bytes
         .strip_prefix(MAGIC)
         .ok_or_else(|| TranscodeError("missing the k8s protobuf magic number".into()))?;
-    let unknown = Unknown::decode(rest).map_err(|e| TranscodeError(e.to_string()))?;
-    decode_unknown(schema, unknown, depth)
+    let envelope = transcode::read_envelope(rest)?;
+    let (api_version, kind) = (envelope.api_version, envelope.kind);
+    let index = schema
+        .message_for(api_version, kind)
+        .ok_or_else(|| TranscodeError(format!("no protobuf message for {api_version} {kind}")))?;
+    decode_object(schema, index, &envelope, depth)
 }
 
-fn decode_unknown(
+/// The object in an envelope, with its `apiVersion` and `kind`.
+fn decode_object(
     schema: &Schema,
-    unknown: Unknown,
+    index: usize,
+    envelope: &transcode::Envelope<'_>,
     depth: usize,
 ) -> Result<Value, TranscodeError> {
-    let type_meta = unknown.type_meta.unwrap_or_default();
-    let api_version = type_meta.api_version.unwrap_or_default();
-    let kind = type_meta.kind.unwrap_or_default();
-    let index = schema
-        .message_for(&api_version, &kind)
-        .ok_or_else(|| TranscodeError(format!("no protobuf message for {api_version} {kind}")))?;
-    let mut value = schema.decode_at(index, unknown.raw.as_deref().unwrap_or_default(), depth)?;
+    let mut value = schema.decode_at(index, envelope.raw, depth)?;
     if let Value::Object(map) = &mut value {
-        map.insert("apiVersion".into(), json!(api_version));
-        map.insert("kind".into(), json!(kind));
+        map.insert("apiVersion".into(), json!(envelope.api_version));
+        map.insert("kind".into(), json!(envelope.kind));
     }
     Ok(value)
 }
@@ -98,6 +97,8 @@ pub fn encode(value: &Value) -> Option<Result<Vec<u8>, TranscodeError>> {
     Some(encode_with(schema, index, api_version, kind, value))
 }
 
+/// Magic and envelope around the object's message, written in one buffer: the message goes
+/// straight into the envelope's `raw` field, in the field order prost gives [`envelope`].
 fn encode_with(
     schema: &Schema,
     index: usize,
@@ -105,7 +106,17 @@ fn encode_with(
     kind: &str,
     value: &Value,
 ) -> Result<Vec<u8>, TranscodeError> {
-    envelope(api_version, kind, schema.encode(index, value)?)
+    let mut out = Vec::with_capacity(2048);
+    out.extend_from_slice(MAGIC);
+    transcode::put_nested(&mut out, 1, |meta| {
+        transcode::put_bytes(meta, 1, api_version.as_bytes());
+        transcode::put_bytes(meta, 2, kind.as_bytes());
+        Ok(())
+    })?;
+    transcode::put_nested(&mut out, 2, |raw| schema.encode_into(index, value, raw))?;
+    transcode::put_bytes(&mut out, 3, b"");
+    transcode::put_bytes(&mut out, 4, b"");
+    Ok(out)
 }
 
 /// The object's message without magic and envelope; `None` when the kind has no protobuf form

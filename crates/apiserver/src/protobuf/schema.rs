@@ -152,13 +152,64 @@ pub(crate) struct Message {
     pub special: Special,
     /// In tag order.
     pub fields: Vec<Field>,
-    by_tag: HashMap<u32, usize>,
+    /// Index into `fields` by tag ([`NO_FIELD`] for tags the message lacks): Kubernetes
+    /// numbers fields from 1 without large gaps, so a table beats hashing on every field read.
+    by_tag: Vec<u16>,
+    /// Indices into `fields` of the fields that are not inlined, by a hash of their JSON name
+    /// (open addressing, [`NO_FIELD`] for an empty slot; the length a power of two at least
+    /// twice the fields'): the encoder looks an object's keys up here.
+    by_json: Vec<u16>,
 }
+
+const NO_FIELD: u16 = u16::MAX;
 
 impl Message {
     pub fn field_by_tag(&self, tag: u32) -> Option<&Field> {
-        self.by_tag.get(&tag).map(|&i| &self.fields[i])
+        let i = *self.by_tag.get(usize::try_from(tag).ok()?)?;
+        self.fields.get(usize::from(i))
     }
+
+    /// The index in `fields` of the non-inlined field with this JSON name.
+    pub fn field_index_by_json(&self, json: &str) -> Option<usize> {
+        let mask = self.by_json.len().checked_sub(1)?;
+        let mut slot = name_hash(json) & mask;
+        loop {
+            let i = usize::from(self.by_json[slot]);
+            let field = self.fields.get(i)?;
+            if field.json == json {
+                return Some(i);
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+}
+
+/// FNV-1a of a field name: names are short, and this costs less than hashing them with
+/// SipHash or comparing them along a binary search.
+fn name_hash(name: &str) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h as usize
+}
+
+/// The open-addressing table of [`Message::by_json`] for these fields.
+fn json_table(fields: &[Field]) -> Vec<u16> {
+    let mut table = vec![NO_FIELD; (fields.len() * 2).next_power_of_two().max(2)];
+    let mask = table.len() - 1;
+    for (i, field) in fields.iter().enumerate() {
+        let Ok(index) = u16::try_from(i) else { break };
+        if field.inline {
+            continue;
+        }
+        let mut slot = name_hash(&field.json) & mask;
+        while table[slot] != NO_FIELD {
+            slot = (slot + 1) & mask;
+        }
+        table[slot] = index;
+    }
+    table
 }
 
 pub(crate) struct Schema {
@@ -280,11 +331,12 @@ fn build() -> Schema {
             })
             .collect();
         fields.sort_by_key(|f| f.def.tag);
-        let by_tag = fields
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.def.tag, i))
-            .collect();
+        let max_tag = fields.iter().map(|f| f.def.tag as usize).max().unwrap_or(0);
+        let mut by_tag = vec![NO_FIELD; max_tag + 1];
+        for (i, f) in fields.iter().enumerate() {
+            by_tag[f.def.tag as usize] = u16::try_from(i).unwrap_or(NO_FIELD);
+        }
+        let by_json = json_table(&fields);
         by_package_name.insert((def.package.to_string(), def.name.to_ascii_lowercase()), i);
         // A message whose only field is `items` is a named Go slice (`ExtraValue`, `Verbs`),
         // a plain array in JSON, unless its definition is an object with an `items` property
@@ -298,6 +350,7 @@ fn build() -> Schema {
             special,
             fields,
             by_tag,
+            by_json,
         });
     }
     Schema {

@@ -17,6 +17,9 @@ use super::schema::{Message, Schema, Shape, Special, Ty};
 /// Nesting deeper than this is refused (a hostile body cannot exhaust the stack).
 const MAX_DEPTH: usize = 100;
 
+/// Messages with at most this many fields are encoded by walking the object's keys.
+const MAX_FIELDS_BY_KEY: usize = 64;
+
 /// Why a body could not be transcoded; the text names the field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TranscodeError(pub String);
@@ -81,6 +84,42 @@ fn read_field<'a>(buf: &mut &'a [u8]) -> Result<(u32, Raw<'a>), TranscodeError> 
         _ => return err(format!("unsupported wire type in field {tag}")),
     };
     Ok((tag, raw))
+}
+
+/// The fields of the `runtime.Unknown` envelope that matter, borrowed from the body.
+pub(super) struct Envelope<'a> {
+    pub api_version: &'a str,
+    pub kind: &'a str,
+    pub raw: &'a [u8],
+}
+
+/// Reads the envelope after the magic number without copying the object's bytes.
+pub(super) fn read_envelope(bytes: &[u8]) -> Result<Envelope<'_>, TranscodeError> {
+    fn text(b: &[u8]) -> Result<&str, TranscodeError> {
+        std::str::from_utf8(b).map_err(|_| TranscodeError("typeMeta: invalid UTF-8".into()))
+    }
+    let mut envelope = Envelope {
+        api_version: "",
+        kind: "",
+        raw: &[],
+    };
+    let mut buf = bytes;
+    while !buf.is_empty() {
+        match read_field(&mut buf)? {
+            (1, Raw::Bytes(mut meta)) => {
+                while !meta.is_empty() {
+                    match read_field(&mut meta)? {
+                        (1, Raw::Bytes(b)) => envelope.api_version = text(b)?,
+                        (2, Raw::Bytes(b)) => envelope.kind = text(b)?,
+                        _ => {}
+                    }
+                }
+            }
+            (2, Raw::Bytes(raw)) => envelope.raw = raw,
+            _ => {}
+        }
+    }
+    Ok(envelope)
 }
 
 fn decode_scalar(ty: Ty, raw: &Raw<'_>, name: &str) -> Result<Value, TranscodeError> {
@@ -191,10 +230,10 @@ impl Schema {
                     }
                 }
                 Shape::Repeated => {
-                    let list = out
-                        .entry(field.json.clone())
-                        .or_insert_with(|| Value::Array(Vec::new()));
-                    let Value::Array(list) = list else {
+                    if !out.contains_key(&field.json) {
+                        out.insert(field.json.clone(), Value::Array(Vec::new()));
+                    }
+                    let Some(Value::Array(list)) = out.get_mut(&field.json) else {
                         continue;
                     };
                     match (field.def.ty, &raw) {
@@ -229,10 +268,10 @@ impl Schema {
                         Ty::Message(i) => self.decode_at(i, &[], depth + 1)?,
                         _ => Value::from(0),
                     });
-                    let map = out
-                        .entry(field.json.clone())
-                        .or_insert_with(|| Value::Object(Map::new()));
-                    if let Value::Object(map) = map {
+                    if !out.contains_key(&field.json) {
+                        out.insert(field.json.clone(), Value::Object(Map::new()));
+                    }
+                    if let Some(Value::Object(map)) = out.get_mut(&field.json) {
                         map.insert(key, value);
                     }
                 }
@@ -367,7 +406,7 @@ fn put_varint(out: &mut Vec<u8>, tag: u32, v: u64) {
 /// Writes a length-delimited field whose content `write` appends to `out` in place: one byte
 /// is kept for the length (most embedded messages are under 128 bytes) and widened afterwards
 /// when the content is longer, so nesting costs no buffer of its own per level.
-fn put_nested(
+pub(super) fn put_nested(
     out: &mut Vec<u8>,
     tag: u32,
     write: impl FnOnce(&mut Vec<u8>) -> Result<(), TranscodeError>,
@@ -380,9 +419,11 @@ fn put_nested(
     if len < 0x80 {
         out[at] = len as u8;
     } else {
-        let mut prefix = Vec::with_capacity(4);
-        encode_varint(len as u64, &mut prefix);
-        out.splice(at..=at, prefix);
+        let mut prefix = [0u8; 10];
+        let mut rest = &mut prefix[..];
+        encode_varint(len as u64, &mut rest);
+        let width = 10 - rest.len();
+        out.splice(at..=at, prefix[..width].iter().copied());
     }
     Ok(())
 }
@@ -391,11 +432,21 @@ impl Schema {
     /// Encodes the JSON form of one message.
     pub fn encode(&self, index: usize, value: &Value) -> Result<Vec<u8>, TranscodeError> {
         let mut out = Vec::with_capacity(1024);
-        self.encode_into(index, value, &mut out, 0)?;
+        self.encode_message(index, value, &mut out, 0)?;
         Ok(out)
     }
 
-    fn encode_into(
+    /// Encodes the JSON form of one message onto the end of `out`.
+    pub fn encode_into(
+        &self,
+        index: usize,
+        value: &Value,
+        out: &mut Vec<u8>,
+    ) -> Result<(), TranscodeError> {
+        self.encode_message(index, value, out, 0)
+    }
+
+    fn encode_message(
         &self,
         index: usize,
         value: &Value,
@@ -412,6 +463,36 @@ impl Schema {
         let Value::Object(map) = value else {
             return err(format!("{}: expected an object", message.def.name));
         };
+        if message.fields.len() <= MAX_FIELDS_BY_KEY {
+            // Most of a message's fields are absent from an object: find the object's keys
+            // among the fields rather than every field among the keys, then write in tag
+            // order as Go's marshaller does.
+            let mut present: [Option<&Value>; MAX_FIELDS_BY_KEY] = [None; MAX_FIELDS_BY_KEY];
+            for (key, v) in map {
+                if let Some(i) = message.field_index_by_json(key) {
+                    present[i] = Some(v);
+                }
+            }
+            for (field, v) in message.fields.iter().zip(&present) {
+                if field.inline {
+                    // The embedded struct takes its fields from this object.
+                    let (tag, ty) = (field.def.tag, field.def.ty);
+                    self.encode_value(tag, ty, value, &field.json, out, depth)?;
+                    continue;
+                }
+                let Some(v) = *v else { continue };
+                self.encode_field(
+                    field.def.tag,
+                    field.def.ty,
+                    field.def.shape,
+                    v,
+                    &field.json,
+                    out,
+                    depth,
+                )?;
+            }
+            return Ok(());
+        }
         for field in &message.fields {
             if field.inline {
                 // The embedded struct takes its fields from this object.
@@ -522,7 +603,9 @@ impl Schema {
                 put_bytes(out, tag, &bytes);
             }
             Ty::Message(i) => {
-                put_nested(out, tag, |inner| self.encode_into(i, v, inner, depth + 1))?;
+                put_nested(out, tag, |inner| {
+                    self.encode_message(i, v, inner, depth + 1)
+                })?;
             }
         }
         Ok(())
