@@ -463,54 +463,32 @@ impl Schema {
         let Value::Object(map) = value else {
             return err(format!("{}: expected an object", message.def.name));
         };
-        if message.fields.len() <= MAX_FIELDS_BY_KEY {
-            // Most of a message's fields are absent from an object: find the object's keys
-            // among the fields rather than every field among the keys, then write in tag
-            // order as Go's marshaller does.
-            let mut present: [Option<&Value>; MAX_FIELDS_BY_KEY] = [None; MAX_FIELDS_BY_KEY];
+        // Most of a message's fields are absent from an object: find the object's keys among
+        // the fields rather than every field among the keys (for all but the widest messages),
+        // then write in tag order as Go's marshaller does.
+        let by_key = message.fields.len() <= MAX_FIELDS_BY_KEY;
+        let mut present: [Option<&Value>; MAX_FIELDS_BY_KEY] = [None; MAX_FIELDS_BY_KEY];
+        if by_key {
             for (key, v) in map {
                 if let Some(i) = message.field_index_by_json(key) {
                     present[i] = Some(v);
                 }
             }
-            for (field, v) in message.fields.iter().zip(&present) {
-                if field.inline {
-                    // The embedded struct takes its fields from this object.
-                    let (tag, ty) = (field.def.tag, field.def.ty);
-                    self.encode_value(tag, ty, value, &field.json, out, depth)?;
-                    continue;
-                }
-                let Some(v) = *v else { continue };
-                self.encode_field(
-                    field.def.tag,
-                    field.def.ty,
-                    field.def.shape,
-                    v,
-                    &field.json,
-                    out,
-                    depth,
-                )?;
-            }
-            return Ok(());
         }
-        for field in &message.fields {
+        for (i, field) in message.fields.iter().enumerate() {
+            let (tag, ty) = (field.def.tag, field.def.ty);
             if field.inline {
                 // The embedded struct takes its fields from this object.
-                self.encode_value(field.def.tag, field.def.ty, value, &field.json, out, depth)?;
+                self.encode_value(tag, ty, value, &field.json, out, depth)?;
                 continue;
             }
-            let Some(v) = map.get(&field.json) else {
-                continue;
+            let v = if by_key {
+                present[i]
+            } else {
+                map.get(&field.json)
             };
-            self.encode_field(
-                field.def.tag,
-                field.def.ty,
-                field.def.shape,
-                v,
-                &field.json,
-                out,
-                depth,
-            )?;
+            let Some(v) = v else { continue };
+            self.encode_field(tag, ty, field.def.shape, v, &field.json, out, depth)?;
         }
         Ok(())
     }

@@ -90,15 +90,7 @@ impl Sync<'_> {
                     "metadata": { "annotations": rs.metadata.annotations, "resourceVersion": rs.resource_version() },
                     "spec": { "minReadySeconds": min_ready },
                 });
-                rs = self
-                    .rs_api
-                    .patch(
-                        &rs.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await?;
-                self.remember(&rs);
+                rs = self.patch_rs(&rs, &patch).await?;
             }
             let revision = rs.annotations().get(REVISION).cloned().unwrap_or_default();
             self.sync_revision(&revision).await?;
@@ -249,6 +241,25 @@ impl Sync<'_> {
         }
     }
 
+    /// Merge-patches `rs` (the patch carries its resourceVersion, so a stale copy conflicts) and
+    /// caches the answer.
+    async fn patch_rs(
+        &mut self,
+        rs: &ReplicaSet,
+        patch: &serde_json::Value,
+    ) -> Result<ReplicaSet, Error> {
+        let patched = self
+            .rs_api
+            .patch(
+                &rs.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await?;
+        self.remember(&patched);
+        Ok(patched)
+    }
+
     /// Upstream's `scaleReplicaSet`: size and the replicas annotations in one update.
     pub(super) async fn scale_rs(&mut self, rs: &mut ReplicaSet, size: i32) -> Result<bool, Error> {
         let replicas = replicas_of(&self.d);
@@ -266,15 +277,7 @@ impl Sync<'_> {
             },
             "spec": { "replicas": size },
         });
-        *rs = self
-            .rs_api
-            .patch(
-                &rs.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
-        self.remember(rs);
+        *rs = self.patch_rs(rs, &patch).await?;
         Ok(true)
     }
 
