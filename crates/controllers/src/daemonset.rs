@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{
     PodSpec, Taint, Toleration,
 };
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 use tandem_core::scheduling::node_affinity::{NodeView, RequiredNodeAffinity};
 use tandem_core::scheduling::taints::{
@@ -344,14 +344,7 @@ async fn sync(ctx: &Ctx, key: &str) -> SyncResult {
         || old.observed_generation != ds.metadata.generation;
     if changed {
         let api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), ns);
-        match api
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if cu::is_not_found(&e) => {}
-            Err(e) => return Err(e.into()),
-        }
+        cu::merge_patch_status(&api, name, &status).await?;
     }
     result
 }

@@ -12,7 +12,7 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, ReplicationController};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -393,18 +393,7 @@ async fn update_status<K: ReplicaOwner>(
             "availableReplicas": available,
             "observedGeneration": generation,
         }});
-        match api
-            .patch_status(
-                &owner.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if cu::is_not_found(&e) => {}
-            Err(e) => return Err(e.into()),
-        }
+        cu::merge_patch_status(&api, &owner.name_any(), &patch).await?;
     }
     Ok(recheck.map(|d| d + Duration::from_millis(100)))
 }

@@ -546,18 +546,8 @@ async fn update_status(
     }
     let api: Api<StatefulSet> =
         Api::namespaced(ctx.client.clone(), &set.namespace().unwrap_or_default());
-    match api
-        .patch_status(
-            &set.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "status": status })),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if cu::is_not_found(&e) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    cu::merge_patch_status(&api, &set.name_any(), &json!({ "status": status })).await?;
+    Ok(())
 }
 
 /// Deletes the oldest revisions beyond `revisionHistoryLimit` that no pod uses

@@ -533,14 +533,7 @@ impl Sync<'_> {
             &self.d.namespace().unwrap_or_default(),
         );
         let patch = json!({ "status": st });
-        match api
-            .patch_status(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if cu::is_not_found(&e) => {}
-            Err(e) => return Err(e.into()),
-        }
+        cu::merge_patch_status(&api, &self.name(), &patch).await?;
         self.original_status = st;
         Ok(None)
     }
