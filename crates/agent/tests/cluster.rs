@@ -278,22 +278,32 @@ async fn hybrid_cluster_nodes_and_pods_behave_like_kubelets() {
         pods.get_opt("iis-2019").await.ok()?.is_none().then_some(())
     })
     .await;
+    // The agent writes events in the background, as the kubelet's recorder does, so the
+    // Killing event may land after the pod is gone: wait for it, then check them all.
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
-    let evs = events.list(&Default::default()).await.expect("events");
-    let reasons: Vec<(String, String)> = evs
-        .items
-        .iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some("iis-2019"))
-        .map(|e| {
-            (
-                e.reason.clone().unwrap_or_default(),
-                e.source
-                    .as_ref()
-                    .and_then(|s| s.component.clone())
-                    .unwrap_or_default(),
-            )
-        })
-        .collect();
+    let reasons_now = || async {
+        let evs = events.list(&Default::default()).await.expect("events");
+        evs.items
+            .iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some("iis-2019"))
+            .map(|e| {
+                (
+                    e.reason.clone().unwrap_or_default(),
+                    e.source
+                        .as_ref()
+                        .and_then(|s| s.component.clone())
+                        .unwrap_or_default(),
+                )
+            })
+            .collect::<Vec<(String, String)>>()
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(10), async {
+        while !reasons_now().await.iter().any(|(r, _)| r == "Killing") {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    let reasons = reasons_now().await;
     for r in ["Pulling", "Pulled", "Created", "Started", "Killing"] {
         assert!(
             reasons.iter().any(|(x, c)| x == r && c == "kubelet"),
