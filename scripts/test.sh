@@ -9,5 +9,7 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 scripts/install-deps.sh
 scripts/build-images.sh
 cargo fmt --all --check
+# docs/conformance.md names tests that must exist and totals that must add up.
+scripts/conformance.sh
 cargo clippy --locked --workspace --all-targets -- -D warnings
 cargo nextest run --workspace --locked --no-fail-fast

@@ -564,6 +564,19 @@ async fn stream(
         runtime.attach_url(&info.id, &opts).await
     }
     .map_err(Failure::from_runtime)?;
+    // A real runtime's streaming server stops at `v4.channel.k8s.io`; a client that chose v5
+    // is answered here and the runtime spoken to over SPDY. The emulated runtime's own server
+    // speaks v5.
+    if !runtime.emulated() && crate::streaming::chooses_v5(req.headers()) {
+        let streams = crate::streaming::Streams {
+            stdin: opts.stdin,
+            stdout: opts.stdout,
+            stderr: opts.stderr,
+            tty: opts.tty,
+        };
+        let resp = crate::streaming::translate_v5(req, &url, streams).await;
+        return Ok(resp.map(|b| b.map_err(|never| match never {}).boxed()));
+    }
     forward(req, &url, query).await
 }
 
@@ -578,8 +591,19 @@ async fn port_forward(
         return Err(Failure::bad_request("Upgrade request required"));
     }
     let sandbox = sandbox_of(runtime, namespace, pod)?;
+    // Websocket clients name their ports in the query (`port=80,443`, the kubelet's parameter);
+    // what does not parse is left for the streaming server to refuse in its own words.
+    let ports: Vec<u16> = form_pairs(query)
+        .into_iter()
+        .filter(|(k, _)| k == "port")
+        .flat_map(|(_, v)| {
+            v.split(',')
+                .filter_map(|p| p.trim().parse().ok())
+                .collect::<Vec<u16>>()
+        })
+        .collect();
     let url = runtime
-        .port_forward_url(&sandbox.id)
+        .port_forward_url(&sandbox.id, &ports)
         .await
         .map_err(Failure::from_runtime)?;
     forward(req, &url, query).await

@@ -678,7 +678,7 @@ mod suite {
             ..StreamRequest::default()
         };
         let attached = rt.attach_url(&c.id, &attach).await;
-        let forwarded = rt.port_forward_url(&sb.id).await;
+        let forwarded = rt.port_forward_url(&sb.id, &[]).await;
         if H::DESIGN.attach_and_port_forward {
             assert!(attached.unwrap().starts_with("http://"));
             assert!(forwarded.unwrap().starts_with("http://"));

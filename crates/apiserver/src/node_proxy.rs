@@ -201,9 +201,9 @@ async fn stream(
         }
         // `Log` never gets here (`serve` sends it to `log`); it is matched to stay exhaustive.
         Subresource::PortForward | Subresource::Log => {
+            let query = port_forward_query(&params)?;
             let pod = get_pod(state, target).await?;
             let agent = agent_address(state, scheduled_node(&pod, target.pod)?).await?;
-            let query = req.uri().query().unwrap_or_default().to_string();
             (agent, format!("/portForward/{ns}/{name}"), query)
         }
     };
@@ -230,6 +230,30 @@ async fn stream(
         "invalid upgrade response: status code {}",
         status.as_u16()
     )))
+}
+
+/// The agent's query for `pods/portforward`: the API's `ports` (repeated, or one value with
+/// commas, as upstream's `Convert_Slice_string_To_Slice_int32` reads it) become the kubelet's one
+/// `port=80,443` parameter (upstream `streamParams` for `PodPortForwardOptions`). SPDY clients
+/// name their ports in stream headers instead and send none.
+fn port_forward_query(params: &Params) -> ApiResult<String> {
+    let mut ports = Vec::new();
+    for value in params.all("ports") {
+        for part in value.split(',') {
+            let port: i32 = part.trim().parse().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "strconv.ParseInt: parsing {:?}: invalid syntax",
+                    part.trim()
+                ))
+            })?;
+            ports.push(port.to_string());
+        }
+    }
+    Ok(if ports.is_empty() {
+        String::new()
+    } else {
+        format!("port={}", ports.join(","))
+    })
 }
 
 /// The error of an upgrade that never reached the agent's answer.
@@ -878,6 +902,19 @@ mod tests {
             err.message,
             "a container name must be specified for pod web"
         );
+    }
+
+    #[test]
+    fn port_forward_ports_become_the_kubelets_port_parameter() {
+        let q = |raw: &str| port_forward_query(&Params::parse(Some(raw)));
+        assert_eq!(q("ports=8080"), Ok("port=8080".to_string()));
+        assert_eq!(
+            q("ports=80,443&ports=9090"),
+            Ok("port=80,443,9090".to_string())
+        );
+        assert_eq!(q(""), Ok(String::new()));
+        let err = q("ports=http").expect_err("not a number");
+        assert_eq!((err.code, err.reason), (400, "BadRequest"));
     }
 
     #[test]

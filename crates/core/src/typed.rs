@@ -61,6 +61,7 @@ pub fn roundtrip(rt: &ResourceType, mut input: Value) -> Result<Decoded, DecodeE
         map.insert("apiVersion".into(), Value::String(rt.api_version()));
         map.insert("kind".into(), Value::String(rt.kind.clone()));
     }
+    unwrap_base64(rt, &mut input);
     let value = &input;
     let result = match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "Namespace") => round::<core::Namespace>(value),
@@ -104,6 +105,7 @@ pub fn roundtrip(rt: &ResourceType, mut input: Value) -> Result<Decoded, DecodeE
         ("storage.k8s.io", "CSIDriver") => round::<storage::CSIDriver>(value),
         ("storage.k8s.io", "CSINode") => round::<storage::CSINode>(value),
         ("storage.k8s.io", "VolumeAttachment") => round::<storage::VolumeAttachment>(value),
+        ("storage.k8s.io", "CSIStorageCapacity") => round::<storage::CSIStorageCapacity>(value),
         ("apiregistration.k8s.io", "APIService") => round::<apiregistration::APIService>(value),
         _ => Ok(value.clone()),
     };
@@ -122,6 +124,34 @@ pub fn roundtrip(rt: &ResourceType, mut input: Value) -> Result<Decoded, DecodeE
         object,
         unknown_fields,
     })
+}
+
+/// Upstream decodes `[]byte` fields with Go's standard base64 decoder, which skips line breaks
+/// (`"aGVsbG8g\nd29ybGQ="` is accepted and stored unwrapped); k8s-openapi's decoder refuses them.
+/// The byte fields of the types decoded here lose their `\r` and `\n` first.
+fn unwrap_base64(rt: &ResourceType, input: &mut Value) {
+    fn unwrap(v: &mut Value) {
+        if let Value::String(s) = v
+            && s.contains(['\r', '\n'])
+        {
+            s.retain(|c| c != '\r' && c != '\n');
+        }
+    }
+    let maps: &[&str] = match (rt.group.as_str(), rt.kind.as_str()) {
+        ("", "Secret") => &["/data"],
+        ("", "ConfigMap") => &["/binaryData"],
+        _ => &[],
+    };
+    for pointer in maps {
+        if let Some(Value::Object(map)) = input.pointer_mut(pointer) {
+            map.values_mut().for_each(unwrap);
+        }
+    }
+    if (rt.group.as_str(), rt.kind.as_str()) == ("apiregistration.k8s.io", "APIService")
+        && let Some(v) = input.pointer_mut("/spec/caBundle")
+    {
+        unwrap(v);
+    }
 }
 
 /// Collects the paths present (and not null) in `input` but absent in `typed`.
@@ -177,5 +207,23 @@ mod tests {
         let deploy = reg.by_kind("apps/v1", "Deployment").expect("deployments");
         let e = roundtrip(&deploy, json!({"spec":{"replicas":"three"}})).expect_err("must fail");
         assert!(e.to_string().starts_with("Deployment in version \"v1\" cannot be handled as a Deployment: spec.replicas: invalid type"), "{e}");
+    }
+
+    #[test]
+    fn secret_data_with_line_breaks_decodes_as_upstream() {
+        let reg = Registry::builtin();
+        let secrets = reg.by_kind("v1", "Secret").expect("secrets");
+        let d = roundtrip(
+            &secrets,
+            json!({"metadata":{"name":"s"},"data":{"k":"aGVsbG8g\nd29y\r\nbGQ="}}),
+        )
+        .expect("line breaks in base64 are skipped");
+        assert_eq!(d.object["data"]["k"], json!("aGVsbG8gd29ybGQ="));
+        let e = roundtrip(
+            &secrets,
+            json!({"metadata":{"name":"s"},"data":{"k":"not base64!"}}),
+        )
+        .expect_err("other symbols are still refused");
+        assert!(e.reason.starts_with("data.k"), "{e}");
     }
 }

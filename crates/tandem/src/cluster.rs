@@ -286,6 +286,7 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
         "                 ReplicaSet, ReplicationController, Deployment, DaemonSet, Job, EndpointSlice)"
     );
     let mut containerds = Vec::new();
+    let mut agents: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     let mut networks = Vec::new();
     let mut emulated_networks = Vec::new();
     let mut windows_proxies = Vec::new();
@@ -408,7 +409,7 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
                 build
             );
             let client = node_client;
-            tokio::spawn(async move {
+            agents.push(tokio::spawn(async move {
                 let name = node.name.clone();
                 let result = match runtime {
                     Some(rt) => {
@@ -425,7 +426,7 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
                 if let Err(e) = result {
                     tracing::error!(node = %name, error = %e, "node agent stopped");
                 }
-            });
+            }));
         }
     }
     println!();
@@ -439,6 +440,14 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
     // takes over at once.
     scheduler.shutdown().await;
     controllers.shutdown().await;
+    // The node agents stop before their runtimes are torn down: an agent left running would
+    // restart the containers the teardown removes, in sandboxes the teardown never sees.
+    for agent in &agents {
+        agent.abort();
+    }
+    for agent in agents {
+        let _ = agent.await;
+    }
     for network in networks {
         network.shutdown().await;
     }

@@ -250,6 +250,14 @@ spec:
   attacher: disk.csi.example.com
   nodeName: node-1
   source: {persistentVolumeName: pv-1}
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIStorageCapacity
+metadata: {name: cap-1, namespace: default}
+storageClassName: fast
+capacity: 10Gi
+nodeTopology:
+  matchLabels: {topology.kubernetes.io/zone: a}
 "#,
     )
     .ok();
@@ -309,6 +317,22 @@ spec:
     assert_eq!(
         cells(&table)[..5],
         ["va-1", "disk.csi.example.com", "pv-1", "node-1", "false"]
+    );
+
+    // CSIStorageCapacity (storage.k8s.io/v1 since 1.24): served, printed and validated.
+    let table = s
+        .kubectl(&["get", "csistoragecapacities", "cap-1"])
+        .ok()
+        .to_string();
+    assert_eq!(header(&table), "NAME STORAGECLASSNAME CAPACITY");
+    assert_eq!(cells(&table)[..3], ["cap-1", "fast", "10Gi"]);
+    let err = rejected(
+        &s,
+        "apiVersion: storage.k8s.io/v1\nkind: CSIStorageCapacity\nmetadata: {name: cap-1, namespace: default}\nstorageClassName: slow\ncapacity: 10Gi\nnodeTopology:\n  matchLabels: {topology.kubernetes.io/zone: a}\n",
+    );
+    assert!(
+        err.contains("storageClassName: Invalid value: \"slow\": field is immutable"),
+        "{err}"
     );
 
     let err = rejected(

@@ -711,40 +711,143 @@ spec:
     assert_eq!(code, 200);
 }
 
-/// One exec over websocket `v4.channel.k8s.io`, as kube-rs and the Python client speak it: a raw
-/// TLS connection with the admin token, the upgrade, then the channel frames until the close.
-/// Returns the status line and `(channel, payload)` of every data frame.
-fn websocket_exec(
-    s: &Server,
-    pod: &str,
-    command: &[&str],
-    protocol: &str,
-) -> (String, Vec<(u8, Vec<u8>)>) {
-    use std::sync::Arc;
-    let pki = s.data_dir().join("pki");
-    let mut roots = rustls::RootCertStore::empty();
-    let ca = std::fs::read_to_string(pki.join("ca.crt")).unwrap();
-    use rustls::pki_types::pem::PemObject;
-    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
+/// A websocket through the API server as kube-rs and the Python client open one: a raw TLS
+/// connection with the admin token, the upgrade, then masked frames out and channel frames in.
+struct RawWs {
+    stream: rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+    buf: Vec<u8>,
+}
+
+impl RawWs {
+    /// Opens `path` (with its query) offering `protocol`; returns the status line and, after a
+    /// 101, the connection.
+    fn open(s: &Server, path: &str, protocol: &str) -> (String, Option<RawWs>) {
+        use std::sync::Arc;
+        let pki = s.data_dir().join("pki");
+        let mut roots = rustls::RootCertStore::empty();
+        let ca = std::fs::read_to_string(pki.join("ca.crt")).unwrap();
+        use rustls::pki_types::pem::PemObject;
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let token = std::fs::read_to_string(pki.join("tokens.csv")).unwrap();
+        let token = token.split(',').next().unwrap().trim().to_string();
+        let url = s.url();
+        let addr = url.trim_start_matches("https://").to_string();
+        let tcp = TcpStream::connect(&addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let conn = rustls::ClientConnection::new(Arc::new(tls), name).unwrap();
+        let mut stream = rustls::StreamOwned::new(conn, tcp);
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\n\
+             Host: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+             Sec-WebSocket-Protocol: {protocol}\r\n\r\n"
+        )
+        .unwrap();
+        let mut data = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let head_end = loop {
+            if let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            match stream.read(&mut chunk) {
+                Ok(0) | Err(_) => break data.len(),
+                Ok(n) => data.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let status = String::from_utf8_lossy(&data[..head_end])
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        if !status.contains(" 101 ") {
+            return (status, None);
+        }
+        let buf = data[head_end..].to_vec();
+        (status, Some(RawWs { stream, buf }))
     }
-    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let token = std::fs::read_to_string(pki.join("tokens.csv")).unwrap();
-    let token = token.split(',').next().unwrap().trim().to_string();
-    let url = s.url();
-    let addr = url.trim_start_matches("https://").to_string();
-    let tcp = TcpStream::connect(&addr).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
-    let conn = rustls::ClientConnection::new(Arc::new(tls), name).unwrap();
-    let mut stream = rustls::StreamOwned::new(conn, tcp);
+
+    /// Sends one masked binary message.
+    fn send(&mut self, payload: &[u8]) {
+        let mask = [0x37u8, 0xfa, 0x21, 0x3d];
+        let mut frame = vec![0x82];
+        assert!(payload.len() < 126, "small messages only");
+        frame.push(0x80 | payload.len() as u8);
+        frame.extend_from_slice(&mask);
+        frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+        self.stream.write_all(&frame).unwrap();
+    }
+
+    /// `(channel, payload)` of every binary message until the server closes (or 10 s pass
+    /// without data).
+    fn frames(mut self) -> Vec<(u8, Vec<u8>)> {
+        let mut chunk = [0u8; 4096];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+            }
+            if self.closed() {
+                break;
+            }
+        }
+        let rest = &self.buf;
+        let mut frames = Vec::new();
+        let mut i = 0;
+        while i + 2 <= rest.len() {
+            let opcode = rest[i] & 0x0f;
+            let mut len = usize::from(rest[i + 1] & 0x7f);
+            i += 2;
+            if len == 126 {
+                len = usize::from(u16::from_be_bytes([rest[i], rest[i + 1]]));
+                i += 2;
+            }
+            let payload = &rest[i..(i + len).min(rest.len())];
+            i += len;
+            if opcode == 2 && !payload.is_empty() {
+                frames.push((payload[0], payload[1..].to_vec()));
+            }
+        }
+        frames
+    }
+
+    /// Whether a close frame has arrived.
+    fn closed(&self) -> bool {
+        let rest = &self.buf;
+        let mut i = 0;
+        while i + 2 <= rest.len() {
+            let opcode = rest[i] & 0x0f;
+            let mut len = usize::from(rest[i + 1] & 0x7f);
+            i += 2;
+            if len == 126 {
+                if i + 2 > rest.len() {
+                    return false;
+                }
+                len = usize::from(u16::from_be_bytes([rest[i], rest[i + 1]]));
+                i += 2;
+            }
+            if opcode == 8 {
+                return true;
+            }
+            i += len;
+        }
+        false
+    }
+}
+
+/// The exec query of `command` with the given streams.
+fn exec_path(pod: &str, command: &[&str], stdin: bool) -> String {
     let mut query = String::new();
     for c in command {
         let enc: String = c
@@ -758,64 +861,61 @@ fn websocket_exec(
             .collect();
         query.push_str(&format!("command={enc}&"));
     }
-    write!(
-        stream,
-        "GET /api/v1/namespaces/default/pods/{pod}/exec?{query}stdout=true&stderr=true HTTP/1.1\r\n\
-         Host: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
-         Sec-WebSocket-Protocol: {protocol}\r\n\r\n"
-    )
-    .unwrap();
-    let mut data = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => data.extend_from_slice(&buf[..n]),
-        }
-        // A refused upgrade is complete once its head is in (the connection stays open).
-        if data.windows(4).any(|w| w == b"\r\n\r\n") && !data.starts_with(b"HTTP/1.1 101") {
-            break;
-        }
+    if stdin {
+        query.push_str("stdin=true&");
     }
-    let head_end = data
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map_or(data.len(), |i| i + 4);
-    let status = String::from_utf8_lossy(&data[..head_end])
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    let mut frames = Vec::new();
-    let rest = &data[head_end..];
-    let mut i = 0;
-    while status.contains(" 101 ") && i + 2 <= rest.len() {
-        let opcode = rest[i] & 0x0f;
-        let mut len = usize::from(rest[i + 1] & 0x7f);
-        i += 2;
-        if len == 126 {
-            len = usize::from(u16::from_be_bytes([rest[i], rest[i + 1]]));
-            i += 2;
-        }
-        let payload = &rest[i..(i + len).min(rest.len())];
-        i += len;
-        if opcode == 2 && !payload.is_empty() {
-            frames.push((payload[0], payload[1..].to_vec()));
-        }
-    }
-    (status, frames)
+    format!("/api/v1/namespaces/default/pods/{pod}/exec?{query}stdout=true&stderr=true")
+}
+
+/// One exec over a websocket offering `protocol`, without stdin: the status line and the
+/// channel frames.
+fn websocket_exec(
+    s: &Server,
+    pod: &str,
+    command: &[&str],
+    protocol: &str,
+) -> (String, Vec<(u8, Vec<u8>)>) {
+    let (status, ws) = RawWs::open(s, &exec_path(pod, command, false), protocol);
+    (status, ws.map(RawWs::frames).unwrap_or_default())
+}
+
+/// The bytes of one channel.
+fn channel(frames: &[(u8, Vec<u8>)], channel: u8) -> Vec<u8> {
+    frames
+        .iter()
+        .filter(|(c, _)| *c == channel)
+        .flat_map(|(_, p)| p.clone())
+        .collect()
+}
+
+/// A websocket port-forward (`v4.channel.k8s.io`, `ports=` as the Python client sends it) to
+/// `port` of `pod`, one HTTP/1.0 request through it; returns the status line and what came
+/// back on the data channel after its port header.
+fn websocket_port_forward_get(s: &Server, pod: &str, port: u16) -> (String, String) {
+    let path = format!("/api/v1/namespaces/default/pods/{pod}/portforward?ports={port}");
+    let (status, ws) = RawWs::open(s, &path, "v4.channel.k8s.io");
+    let Some(mut ws) = ws else {
+        return (status, String::new());
+    };
+    ws.send(b"\x00GET / HTTP/1.0\r\nHost: pod\r\n\r\n");
+    let frames = ws.frames();
+    let data = channel(&frames, 0);
+    // Each channel opens with the port, little-endian.
+    assert_eq!(data.get(..2), Some(&port.to_le_bytes()[..]), "{frames:?}");
+    (status, String::from_utf8_lossy(&data[2..]).into_owned())
 }
 
 #[test]
 fn websocket_v4_exec_works_for_kube_rs_and_python_style_clients() {
-    let s = Server::start_up_cri("linux=1", "10.239.0.0/16");
+    let s = Server::start_up_cri("linux=1,windows-2022=1", "10.239.0.0/16");
     wait_for_node(&s, "linux-1");
+    wait_for_node(&s, "windows-2022-1");
     let pod = r#"
 apiVersion: v1
 kind: Pod
 metadata: {name: shell}
 spec:
+  nodeSelector: {kubernetes.io/os: linux}
   containers: [{name: main, image: tandem.local/busybox:1, command: ["sleep", "600"]}]
 "#;
     s.kubectl_stdin(&["apply", "-f", "-"], pod).ok();
@@ -840,7 +940,103 @@ spec:
         .expect("a status frame on channel 3");
     assert_eq!(error["reason"], "NonZeroExitCode");
     assert_eq!(error["details"]["causes"][0]["message"], "3");
-    // v5 alone is refused, which is what sends kubectl 1.32 to SPDY.
-    let (status, _) = websocket_exec(&s, "shell", &["true"], "v5.channel.k8s.io");
-    assert!(status.contains(" 403 "), "{status}");
+    // v5 alone (client-go's only websocket protocol since 1.30): the agent speaks it to the
+    // client and SPDY to containerd, and the close signal ends the command's stdin.
+    let (status, ws) = RawWs::open(
+        &s,
+        &exec_path("shell", &["wc", "-c"], true),
+        "v5.channel.k8s.io",
+    );
+    assert!(status.contains(" 101 "), "{status}");
+    let mut ws = ws.unwrap();
+    ws.send(b"\x00twelve bytes");
+    ws.send(&[255, 0]);
+    let frames = ws.frames();
+    assert_eq!(
+        String::from_utf8_lossy(&channel(&frames, 1)).trim(),
+        "12",
+        "{frames:?}"
+    );
+    let error: Value = serde_json::from_slice(&channel(&frames, 3)).unwrap();
+    assert_eq!(error["status"], "Success");
+    // Offered v5 then v4, v5 wins.
+    let (status, frames) = websocket_exec(
+        &s,
+        "shell",
+        &["sh", "-c", "echo v5; exit 4"],
+        "v5.channel.k8s.io, v4.channel.k8s.io",
+    );
+    assert!(status.contains(" 101 "), "{status}");
+    assert_eq!(channel(&frames, 1), b"v5\n");
+    let error: Value = serde_json::from_slice(&channel(&frames, 3)).unwrap();
+    assert_eq!(error["details"]["causes"][0]["message"], "4");
+
+    // Port-forward over websocket channels, on the real pod and on an emulated Windows pod.
+    s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  nodeSelector: {kubernetes.io/os: linux}
+  containers:
+  - name: httpd
+    image: tandem.local/busybox:1
+    command: ["sh", "-c", "mkdir -p /www && echo real pod > /www/index.html && httpd -f -p 8080 -h /www"]
+    ports: [{containerPort: 8080}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: iis}
+spec:
+  nodeSelector: {kubernetes.io/os: windows}
+  tolerations: [{key: os, value: windows, effect: NoSchedule}]
+  containers:
+  - name: iis
+    image: mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022
+    ports: [{containerPort: 80}]
+"#,
+    )
+    .ok();
+    wait_running(&s, "web");
+    wait_running(&s, "iis");
+    let (status, body) = websocket_port_forward_get(&s, "web", 8080);
+    assert!(status.contains(" 101 "), "{status}");
+    assert!(
+        body.contains("200 OK") && body.contains("real pod"),
+        "{body}"
+    );
+    let (status, body) = websocket_port_forward_get(&s, "iis", 80);
+    assert!(status.contains(" 101 "), "{status}");
+    assert!(
+        body.contains("200 OK") && body.contains("emulated"),
+        "{body}"
+    );
+
+    // Stopping with sessions still open leaves no process behind: not containerd, not a shim
+    // (each names the private containerd's socket, under the data dir), not a container.
+    let (status, open_exec) = RawWs::open(
+        &s,
+        &exec_path("shell", &["sh", "-c", "echo stay; exec sleep 300"], true),
+        "v5.channel.k8s.io",
+    );
+    assert!(status.contains(" 101 "), "{status}");
+    let data_dir = s.data_dir().display().to_string();
+    let mut s = s;
+    s.terminate();
+    drop(open_exec);
+    let ps = std::process::Command::new("ps")
+        .args(["-eo", "pid,args"])
+        .output()
+        .unwrap();
+    let left: Vec<String> = String::from_utf8_lossy(&ps.stdout)
+        .lines()
+        .filter(|l| l.contains(&data_dir))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        left.is_empty(),
+        "processes of the stopped cluster remain: {left:#?}"
+    );
 }

@@ -94,6 +94,7 @@ fn api_resources_lists_core_apps_and_windows_resources_with_short_names() {
         "ingressclasses",
         "csidrivers",
         "csinodes",
+        "csistoragecapacities",
         "volumeattachments",
         "apiservices",
     ] {

@@ -709,7 +709,12 @@ impl Runtime for EmulatedRuntime {
         Err(RuntimeError::Emulated("attach"))
     }
 
-    async fn port_forward_url(&self, sandbox_id: &str) -> Result<String, RuntimeError> {
+    async fn port_forward_url(
+        &self,
+        sandbox_id: &str,
+        _ports: &[u16],
+    ) -> Result<String, RuntimeError> {
+        // The streaming server reads the ports from the client's query, as the kubelet's does.
         self.emulated_port_forward_url(sandbox_id).await
     }
 

@@ -349,8 +349,14 @@ pub trait Runtime: Send + Sync {
         container_id: &str,
         req: &StreamRequest,
     ) -> Result<String, RuntimeError>;
-    /// The same for port forwarding into the sandbox's network namespace (CRI `PortForward`).
-    async fn port_forward_url(&self, sandbox_id: &str) -> Result<String, RuntimeError>;
+    /// The same for port forwarding into the sandbox's network namespace (CRI `PortForward`,
+    /// with the ports a websocket client named; SPDY clients name theirs per stream, so the
+    /// list may be empty).
+    async fn port_forward_url(
+        &self,
+        sandbox_id: &str,
+        ports: &[u16],
+    ) -> Result<String, RuntimeError>;
     /// Usage figures.
     fn stats(&self) -> RuntimeStats;
 

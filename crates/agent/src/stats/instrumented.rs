@@ -161,8 +161,12 @@ impl Runtime for InstrumentedRuntime {
         self.record("attach", r)
     }
 
-    async fn port_forward_url(&self, sandbox_id: &str) -> Result<String, RuntimeError> {
-        let r = self.inner.port_forward_url(sandbox_id).await;
+    async fn port_forward_url(
+        &self,
+        sandbox_id: &str,
+        ports: &[u16],
+    ) -> Result<String, RuntimeError> {
+        let r = self.inner.port_forward_url(sandbox_id, ports).await;
         self.record("port_forward", r)
     }
 

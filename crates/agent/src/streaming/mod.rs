@@ -15,6 +15,10 @@
 //! The commands themselves and the pods' ports are the runtime's: [`ExecHandler`] and
 //! [`PortForwardHandler`].
 //!
+//! For a runtime whose own streaming server stops at `v4.channel.k8s.io` (containerd 1.6), a
+//! websocket client that chose `v5.channel.k8s.io` is answered by the agent itself, which speaks
+//! SPDY to the runtime ([`translate_v5`], in `translator.rs`).
+//!
 //! URLs are `http://ADDR/exec/TOKEN` and `http://ADDR/portforward/TOKEN`. Tokens are random,
 //! consumed by their first request, and expire after a minute unused; an unknown, used or
 //! expired token gets `404`, as upstream. The server binds loopback and has no authentication:
@@ -28,6 +32,7 @@ mod request_cache;
 mod spdy;
 mod spdy_session;
 mod spdy_zlib;
+mod translator;
 mod upgrade;
 mod websocket;
 
@@ -52,6 +57,44 @@ use tokio::task::JoinHandle;
 use crate::runtime::StreamRequest;
 use portforward::Target;
 use request_cache::RequestCache;
+pub use translator::Streams;
+
+/// Whether an exec or attach request is a websocket whose client chose `v5.channel.k8s.io`
+/// among the protocols offered (the client's first supported choice wins, as upstream).
+pub fn chooses_v5(headers: &http::HeaderMap) -> bool {
+    websocket::is_websocket_request(headers)
+        && channel::negotiate(
+            &websocket::offered_protocols(headers),
+            channel::EXEC_PROTOCOLS,
+        )
+        .is_some_and(|p| p.version == channel::Version::V5)
+}
+
+/// Answers a websocket exec or attach that chose `v5.channel.k8s.io` (see [`chooses_v5`]) by
+/// translating it to SPDY toward the runtime's streaming `url`. The runtime's session is opened
+/// first, so a refusal (an expired token, a stream it will not open) reaches the client as an
+/// HTTP error rather than an upgraded connection that closes at once.
+pub async fn translate_v5(
+    req: http::Request<hyper::body::Incoming>,
+    url: &str,
+    streams: Streams,
+) -> http::Response<http_body_util::Full<Bytes>> {
+    let runtime = match translator::connect_runtime(url, streams).await {
+        Ok(runtime) => runtime,
+        Err(translator::TranslateError::Refused { status, body }) => {
+            let status = http::StatusCode::from_u16(status)
+                .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+            return upgrade::text(status, body);
+        }
+        Err(e) => return upgrade::text(http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let offered = websocket::offered_protocols(req.headers());
+    let Some(proto) = channel::negotiate(&offered, channel::EXEC_PROTOCOLS) else {
+        return upgrade::text(http::StatusCode::FORBIDDEN, "no supported protocol offered");
+    };
+    let name = proto.name;
+    upgrade::upgrade_websocket(req, name, move |io| translator::serve(io, proto, runtime))
+}
 
 /// What an exec session runs and which of its streams the client asked for (CRI
 /// `ExecRequest` without the container id).

@@ -1,8 +1,10 @@
-//! One SPDY/3.1 session, server side: the counterpart of moby/spdystream's `Connection` as
-//! apimachinery's `httpstream/spdy` drives it for kubectl. The client opens every stream with
+//! One SPDY/3.1 session: the counterpart of moby/spdystream's `Connection` as apimachinery's
+//! `httpstream/spdy` drives it. Server side (for kubectl): the client opens every stream with
 //! SYN_STREAM; the server answers an accepted one with an empty SYN_REPLY (spdystream's
-//! `CreateStream` waits for it) or refuses it with RST_STREAM. DATA with FIN half-closes a
-//! stream, PINGs from the client are echoed, GOAWAY stops new streams.
+//! `CreateStream` waits for it) or refuses it with RST_STREAM. Client side
+//! ([`Session::start_client`], for a runtime's streaming server behind the agent): streams are
+//! opened with [`Session::open`], which waits for that reply. DATA with FIN half-closes a
+//! stream, the peer's PINGs are echoed, GOAWAY stops new streams.
 //!
 //! Flow control (SPDY/3.1 §2.6.8): data the application consumes is acknowledged with
 //! WINDOW_UPDATE, for the stream and for the connection, each time half a window's worth has
@@ -19,7 +21,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::spdy::{
@@ -82,6 +84,12 @@ struct State {
     closed: bool,
     /// GOAWAY went out or came in: no new streams.
     going_away: bool,
+    /// This side opens the streams (odd ids) and the peer's pings have even ids.
+    client: bool,
+    /// The id of the next stream this side opens.
+    next_local_stream: u32,
+    /// Streams this side opened that await the peer's SYN_REPLY (`true`) or RST (`false`).
+    pending_replies: HashMap<u32, oneshot::Sender<bool>>,
 }
 
 struct StreamState {
@@ -162,6 +170,7 @@ impl Shared {
             for s in st.streams.values_mut() {
                 s.inbound = None;
             }
+            st.pending_replies.clear();
         }
         self.write_budget.close();
         self.window_changed.notify_waiters();
@@ -171,6 +180,26 @@ impl Shared {
 impl Session {
     /// Serves a session over an upgraded connection's two halves.
     pub(crate) fn start<R, W>(read: R, write: W) -> Session
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        Session::start_as(read, write, false)
+    }
+
+    /// Runs the client side of a session over an upgraded connection's two halves: this side
+    /// opens the streams ([`Session::open`]); streams the peer opens are refused.
+    pub(crate) fn start_client<R, W>(read: R, write: W) -> Session
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let mut session = Session::start_as(read, write, true);
+        session.stop_accepting();
+        session
+    }
+
+    fn start_as<R, W>(read: R, write: W, client: bool) -> Session
     where
         R: AsyncRead + Send + Unpin + 'static,
         W: AsyncWrite + Send + Unpin + 'static,
@@ -186,6 +215,9 @@ impl Session {
                 last_peer_stream: 0,
                 closed: false,
                 going_away: false,
+                client,
+                next_local_stream: 1,
+                pending_replies: HashMap::new(),
             }),
             window_changed: Notify::new(),
             out: out_tx,
@@ -202,6 +234,71 @@ impl Session {
             reader,
             writer,
         }
+    }
+
+    /// Opens a stream with `headers` (SYN_STREAM) and waits up to `timeout` for the peer's
+    /// SYN_REPLY, as spdystream's `CreateStream` then `WaitTimeout` do. A reset, a timeout or
+    /// the session's end is an error.
+    pub(crate) async fn open(
+        &self,
+        headers: Headers,
+        timeout: Duration,
+    ) -> Result<(StreamReader, StreamWriter), StreamClosed> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let budget = Arc::new(Semaphore::new(RECV_WINDOW as usize));
+        let (reply_tx, reply_rx) = oneshot::channel();
+        let stream_id = {
+            let mut st = self.shared.lock();
+            let id = st.next_local_stream;
+            if st.closed || st.going_away || id > 0x7fff_ffff {
+                return Err(StreamClosed(id));
+            }
+            st.next_local_stream += 2;
+            let send_window = st.initial_send_window;
+            st.streams.insert(
+                id,
+                StreamState {
+                    send_window,
+                    recv_unacked: 0,
+                    remote_closed: false,
+                    local_closed: false,
+                    reader_gone: false,
+                    inbound: Some(Inbound {
+                        tx,
+                        budget: budget.clone(),
+                    }),
+                },
+            );
+            st.pending_replies.insert(id, reply_tx);
+            // Sent under the lock so that stream ids reach the wire in increasing order.
+            self.shared.send(Frame::SynStream {
+                stream_id: id,
+                associated_to: 0,
+                priority: 0,
+                fin: false,
+                unidirectional: false,
+                headers,
+            });
+            id
+        };
+        let replied = tokio::time::timeout(timeout, reply_rx).await;
+        if !matches!(replied, Ok(Ok(true))) {
+            let mut st = self.shared.lock();
+            st.pending_replies.remove(&stream_id);
+            st.streams.remove(&stream_id);
+            return Err(StreamClosed(stream_id));
+        }
+        let reader = StreamReader {
+            id: stream_id,
+            rx: Some(rx),
+            budget,
+            shared: self.shared.clone(),
+        };
+        let writer = StreamWriter {
+            id: stream_id,
+            shared: self.shared.clone(),
+        };
+        Ok((reader, writer))
     }
 
     /// The next stream the client opened; `None` once it sent GOAWAY or the connection ended.
@@ -507,8 +604,16 @@ async fn handle_frame(
             fin: true,
             ..
         } => deliver(stream_id, true, Bytes::new(), shared).await,
+        Frame::SynReply { stream_id, .. } => {
+            if let Some(reply) = shared.lock().pending_replies.remove(&stream_id) {
+                let _ = reply.send(true);
+            }
+        }
         Frame::RstStream { stream_id, .. } => {
             let mut st = shared.lock();
+            if let Some(reply) = st.pending_replies.remove(&stream_id) {
+                let _ = reply.send(false);
+            }
             if let Some(s) = st.streams.get_mut(&stream_id) {
                 s.remote_closed = true;
                 s.local_closed = true;
@@ -545,16 +650,16 @@ async fn handle_frame(
             drop(st);
             shared.window_changed.notify_waiters();
         }
-        // Client pings have odd ids; even ones would answer server pings, never sent here.
-        Frame::Ping { id } if !id.is_multiple_of(2) => shared.send(Frame::Ping { id }),
+        // The peer's pings are echoed: a client's have odd ids, a server's even ones; the
+        // others would answer pings of ours, never sent here.
+        Frame::Ping { id } if id.is_multiple_of(2) == shared.lock().client => {
+            shared.send(Frame::Ping { id })
+        }
         Frame::GoAway { .. } => {
             shared.lock().going_away = true;
             *incoming = None;
         }
-        Frame::Ping { .. }
-        | Frame::SynReply { .. }
-        | Frame::Headers { .. }
-        | Frame::Unknown { .. } => {}
+        Frame::Ping { .. } | Frame::Headers { .. } | Frame::Unknown { .. } => {}
     }
 }
 
@@ -567,8 +672,9 @@ fn open_stream(
 ) {
     let refusal = {
         let mut st = shared.lock();
-        if stream_id.is_multiple_of(2) || stream_id <= st.last_peer_stream {
-            // spdystream's validateStreamId: client ids are odd and increase.
+        if stream_id.is_multiple_of(2) != st.client || stream_id <= st.last_peer_stream {
+            // spdystream's validateStreamId: client ids are odd, server ids even, and they
+            // increase.
             Some(RST_PROTOCOL_ERROR)
         } else {
             st.last_peer_stream = stream_id;

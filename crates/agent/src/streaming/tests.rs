@@ -444,3 +444,95 @@ async fn websocket_port_forward_opens_a_channel_pair_per_port() {
     let mut rest = Vec::new();
     let _ = ws.io.read_to_end(&mut rest).await;
 }
+
+/// A front like the agent's for a real runtime: every websocket request is answered by
+/// [`super::translate_v5`] toward the exec URL `runtime_url` (served over SPDY here by
+/// tandem's own streaming server in the role of containerd's).
+async fn translating_front(runtime_url: String, streams: super::Streams) -> SocketAddr {
+    use std::convert::Infallible;
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind front");
+    let addr = listener.local_addr().expect("front addr");
+    tokio::spawn(async move {
+        let Ok((conn, _)) = listener.accept().await else {
+            return;
+        };
+        let service = hyper::service::service_fn(move |req| {
+            let url = runtime_url.clone();
+            async move { Ok::<_, Infallible>(super::translate_v5(req, &url, streams).await) }
+        });
+        let _ = hyper::server::conn::http1::Builder::new()
+            .serve_connection(hyper_util::rt::TokioIo::new(conn), service)
+            .with_upgrades()
+            .await;
+    });
+    addr
+}
+
+#[tokio::test]
+async fn v5_is_translated_to_spdy_for_a_runtime_that_stops_at_v4() {
+    let server = StreamingServer::start().await.expect("start");
+    let runtime_url = server.exec_url(
+        exec_request(&["cat"], true, false),
+        Arc::new(Shout { exit: 3 }),
+    );
+    let streams = super::Streams {
+        stdin: true,
+        stdout: true,
+        stderr: true,
+        tty: false,
+    };
+    let front = translating_front(runtime_url, streams).await;
+    let (mut ws, head) = websocket(&format!("http://{front}/exec"), "v5.channel.k8s.io").await;
+    assert_eq!(head.status, 101);
+    assert_eq!(
+        head.header("sec-websocket-protocol"),
+        Some("v5.channel.k8s.io")
+    );
+    assert_eq!(ws.recv().await, Some((0x2, vec![1])));
+    ws.send(0x2, b"\x00hello ").await;
+    ws.send(0x2, b"\x00world").await;
+    // The command reads stdin to its end: only the close signal lets it finish.
+    ws.send(0x2, &[255, 0]).await;
+
+    let (mut stdout, mut stderr, mut error) = (Vec::new(), Vec::new(), Vec::new());
+    loop {
+        match ws.recv().await.expect("open until close") {
+            (0x2, msg) => match msg.split_first() {
+                Some((1, data)) => stdout.extend_from_slice(data),
+                Some((2, data)) => stderr.extend_from_slice(data),
+                Some((3, data)) => error.extend_from_slice(data),
+                other => panic!("unexpected message {other:?}"),
+            },
+            (0x8, payload) => {
+                assert_eq!(payload, 1000u16.to_be_bytes());
+                break;
+            }
+            other => panic!("unexpected frame {other:?}"),
+        }
+    }
+    assert_eq!(stdout, b"HELLO WORLD");
+    assert_eq!(stderr, b"warn\n");
+    let status: serde_json::Value = serde_json::from_slice(&error).expect("status JSON");
+    assert_eq!(status, status_json(3));
+    ws.send(0x8, &1000u16.to_be_bytes()).await;
+    assert_eq!(ws.recv().await, None);
+}
+
+#[tokio::test]
+async fn a_spent_runtime_token_is_refused_before_the_client_upgrades() {
+    let server = StreamingServer::start().await.expect("start");
+    let runtime_url = server.exec_url(
+        exec_request(&["true"], false, false),
+        Arc::new(Shout { exit: 0 }),
+    );
+    // Spend the token.
+    let (_, head, _) = request(&runtime_url, &[]).await;
+    assert_eq!(head.status, 400);
+    let streams = super::Streams {
+        stdout: true,
+        ..super::Streams::default()
+    };
+    let front = translating_front(runtime_url, streams).await;
+    let (_, head) = websocket(&format!("http://{front}/exec"), "v5.channel.k8s.io").await;
+    assert_eq!(head.status, 404);
+}

@@ -19,7 +19,7 @@ use super::{ExecHandler, ExecRequest, Prepared, exec, websocket};
 
 type Body = Full<Bytes>;
 
-fn text(status: StatusCode, message: impl Into<String>) -> Response<Body> {
+pub(super) fn text(status: StatusCode, message: impl Into<String>) -> Response<Body> {
     let mut resp = Response::new(Full::new(Bytes::from(message.into())));
     *resp.status_mut() = status;
     resp.headers_mut().insert(
@@ -117,7 +117,11 @@ type Upgraded = TokioIo<hyper::upgrade::Upgraded>;
 
 /// Answers a websocket handshake (RFC 6455 §4.2.2) choosing `protocol` (empty for none), and
 /// runs `serve` on the connection once upgraded.
-fn upgrade_websocket<F, Fut>(mut req: Request<Incoming>, protocol: &str, serve: F) -> Response<Body>
+pub(super) fn upgrade_websocket<F, Fut>(
+    mut req: Request<Incoming>,
+    protocol: &str,
+    serve: F,
+) -> Response<Body>
 where
     F: FnOnce(Upgraded) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,

@@ -278,7 +278,16 @@ impl State {
             self.admit_quota(rt, &new, Some(old), ctx.dry_run()).await?;
         }
         let key = rt.key(ns, name);
+        // An update that leaves an object being deleted with nothing to wait for deletes it
+        // (upstream `Store.shouldDeleteDuringUpdate`) — unless a grace period still runs: a
+        // pod being deleted gracefully keeps taking status writes (its containers stopping, then
+        // stopped) until its node agent deletes it with a grace period of 0.
+        let grace_running = new
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .is_some_and(|g| g > 0);
         let finished = meta::is_deleting(&new)
+            && !grace_running
             && meta::finalizers(&new).is_empty()
             && !has_spec_finalizers(rt, &new);
         if ctx.dry_run() {

@@ -88,6 +88,7 @@ const TYPED_KINDS: &[TypedKind] = typed_kinds! {
     "storage.k8s.io/v1" "CSIDriver" => storage::v1::CSIDriver, list: true;
     "storage.k8s.io/v1" "CSINode" => storage::v1::CSINode, list: true;
     "storage.k8s.io/v1" "VolumeAttachment" => storage::v1::VolumeAttachment, list: true;
+    "storage.k8s.io/v1" "CSIStorageCapacity" => storage::v1::CSIStorageCapacity, list: true;
     "apiregistration.k8s.io/v1" "APIService" => apiregistration::v1::APIService, list: true;
     "authentication.k8s.io/v1" "SelfSubjectReview" => authentication::v1::SelfSubjectReview, list: false;
     "authentication.k8s.io/v1" "TokenReview" => authentication::v1::TokenReview, list: false;

@@ -666,18 +666,19 @@ pub fn server_side_apply<'s>(
     }
 
     // Fields this manager dropped from its configuration and nobody else owns go away.
+    // A field the new configuration still sets something beneath (`data: {}` applied before,
+    // `data: {key1: …}` now) stays: upstream never removes what the applier's new configuration
+    // holds.
     let owned_by_others = |path: &Path| {
-        entries.iter().enumerate().any(|(i, e)| {
-            Some(i) != mine
-                && e.set
-                    .range(path.clone()..)
-                    .next()
-                    .is_some_and(|p| p.starts_with(path))
-        })
+        entries
+            .iter()
+            .enumerate()
+            .any(|(i, e)| Some(i) != mine && owns_at_or_beneath(&e.set, path))
     };
     let mut removed: Vec<&Path> = Vec::new();
     for path in previous.difference(&new_set) {
-        if owned_by_others(path)
+        if owns_at_or_beneath(&new_set, path)
+            || owned_by_others(path)
             || is_key_field(path)
             || removed.iter().any(|r| path.starts_with(r))
         {
@@ -783,6 +784,13 @@ fn merge_field(live: &Value, config: &Value, field: &Field, depth: usize) -> Val
             Value::Array(out)
         }
     }
+}
+
+/// Whether a field set holds the path itself or any path beneath it.
+fn owns_at_or_beneath(set: &FieldSet, path: &Path) -> bool {
+    set.range(path.clone()..)
+        .next()
+        .is_some_and(|p| p.starts_with(path))
 }
 
 /// Whether the path names a key field of an associative-list item (`k:{"name":…}` then
@@ -1011,6 +1019,37 @@ mod tests {
             entry(&out, "kubectl").and_then(|e| e.get("time")),
             Some(&json!(LATER))
         );
+    }
+
+    #[test]
+    fn apply_keeps_a_map_its_manager_now_fills() {
+        let cm = |data: Value| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "c", "namespace": "default"}, "data": data})
+        };
+        let schema = Some("io.k8s.api.core.v1.ConfigMap");
+        let live = server_side_apply(None, &cm(json!({})), "m", false, schema, NOW);
+        let live = ok(live);
+        let out = server_side_apply(
+            Some(&live),
+            &cm(json!({"key1": "value1"})),
+            "m",
+            false,
+            schema,
+            LATER,
+        );
+        let out = ok(out);
+        assert_eq!(out.get("data"), Some(&json!({"key1": "value1"})));
+        // And back: emptying the map keeps the empty map and drops the key.
+        let out = ok(server_side_apply(
+            Some(&out),
+            &cm(json!({})),
+            "m",
+            false,
+            schema,
+            LATER,
+        ));
+        assert_eq!(out.get("data"), Some(&json!({})));
     }
 
     #[test]

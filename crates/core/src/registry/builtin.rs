@@ -529,6 +529,17 @@ pub(super) const BUILTIN: &[Spec] = &[
     Spec {
         group: "storage.k8s.io",
         version: "v1",
+        kind: "CSIStorageCapacity",
+        plural: "csistoragecapacities",
+        namespaced: true,
+        short: &[],
+        categories: &[],
+        sub: &[],
+        verbs: READ_WRITE,
+    },
+    Spec {
+        group: "storage.k8s.io",
+        version: "v1",
         kind: "VolumeAttachment",
         plural: "volumeattachments",
         namespaced: false,

@@ -26,6 +26,8 @@ const ATTACHER_DESC: &str = "attacher indicates the name of the volume driver th
 const PV_DESC: &str =
     "persistentVolumeName represents the name of the persistent volume to attach.";
 const NODE_DESC: &str = "nodeName represents the node that the volume should be attached to.";
+const STORAGE_CLASS_NAME_DESC: &str = "storageClassName represents the name of the StorageClass that the reported capacity applies to. It must meet the same requirements as the name of a StorageClass object (non-empty, DNS subdomain). If that object no longer exists, the CSIStorageCapacity object is obsolete and should be removed by its creator. This field is immutable.";
+const CAPACITY_DESC: &str = "capacity is the value reported by the CSI driver in its GetCapacityResponse for a GetCapacityRequest with topology and parameters that match the previous fields.";
 const ATTACHED_DESC: &str = "attached indicates the volume is successfully attached. This field must only be set by the entity completing the attach operation, i.e. the external-attacher.";
 
 /// The annotation marking the default StorageClass, and its beta form.
@@ -87,6 +89,29 @@ pub fn volume_attachment_columns() -> Vec<ColumnDefinition> {
         col("Node", "string", NODE_DESC),
         col("Attached", "boolean", ATTACHED_DESC),
         AGE,
+    ]
+}
+
+/// `printCSIStorageCapacity`'s columns: no age, as upstream.
+pub fn csi_storage_capacity_columns() -> Vec<ColumnDefinition> {
+    vec![
+        NAME,
+        col("StorageClassName", "string", STORAGE_CLASS_NAME_DESC),
+        col("Capacity", "string", CAPACITY_DESC),
+    ]
+}
+
+/// `printCSIStorageCapacity`: `<unset>` when no capacity is reported.
+pub fn csi_storage_capacity(obj: &Value) -> Vec<Value> {
+    let capacity = match get(obj, &["capacity"]) {
+        Some(Value::String(q)) => q.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => "<unset>".to_string(),
+    };
+    vec![
+        s(name(obj)),
+        s(str_at(obj, &["storageClassName"])),
+        Value::String(capacity),
     ]
 }
 

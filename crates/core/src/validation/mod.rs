@@ -35,6 +35,7 @@ pub mod scheduling;
 pub mod service;
 pub mod storage;
 pub mod storage_api;
+pub mod storage_capacity;
 
 use serde_json::Value;
 
@@ -112,6 +113,9 @@ fn validate_kind(rt: &ResourceType, obj: &Value) -> Vec<FieldError> {
         ("storage.k8s.io", "CSIDriver") => storage_api::validate_csi_driver(obj),
         ("storage.k8s.io", "CSINode") => storage_api::validate_csi_node(obj),
         ("storage.k8s.io", "VolumeAttachment") => storage_api::validate_volume_attachment(obj),
+        ("storage.k8s.io", "CSIStorageCapacity") => {
+            storage_capacity::validate_csi_storage_capacity(obj)
+        }
         ("apiregistration.k8s.io", "APIService") => apiregistration::validate_api_service(obj),
         _ => Vec::new(),
     }
@@ -166,6 +170,9 @@ pub fn validate_update(rt: &ResourceType, new: &Value, old: &Value) -> Vec<Field
         ("storage.k8s.io", "StorageClass") => storage_api::validate_storage_class_update(new, old),
         ("storage.k8s.io", "CSIDriver") => storage_api::validate_csi_driver_update(new, old),
         ("storage.k8s.io", "CSINode") => storage_api::validate_csi_node_update(new, old),
+        ("storage.k8s.io", "CSIStorageCapacity") => {
+            storage_capacity::validate_csi_storage_capacity_update(new, old)
+        }
         ("storage.k8s.io", "VolumeAttachment") => {
             storage_api::validate_volume_attachment_update(new, old)
         }

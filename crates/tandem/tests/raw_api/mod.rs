@@ -79,6 +79,7 @@ impl Api {
         Ok(Conn {
             io: BufReader::new(rustls::StreamOwned::new(conn, tcp)),
             api: self.clone(),
+            content_type: "application/json".to_string(),
         })
     }
 
@@ -87,12 +88,27 @@ impl Api {
         self.connect(Duration::from_secs(30))?
             .request(method, path, body)
     }
+
+    /// One request with a body of `content_type` (a patch type, YAML) on a new connection.
+    pub fn request_as(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &str,
+    ) -> io::Result<Reply> {
+        let mut conn = self.connect(Duration::from_secs(30))?;
+        conn.content_type = content_type.to_string();
+        conn.request(method, path, Some(body))
+    }
 }
 
 /// One keep-alive HTTP/1.1 connection.
 pub struct Conn {
     io: BufReader<Tls>,
     api: Api,
+    /// The `Content-Type` of request bodies.
+    content_type: String,
 }
 
 impl Conn {
@@ -100,10 +116,11 @@ impl Conn {
         let body = body.unwrap_or("");
         let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
-             Content-Type: application/json\r\nAccept: application/json\r\n\
+             Content-Type: {}\r\nAccept: application/json\r\n\
              Content-Length: {}\r\n\r\n{body}",
             self.api.addr,
             self.api.token,
+            self.content_type,
             body.len()
         );
         let stream = self.io.get_mut();

@@ -1234,9 +1234,13 @@ impl Runtime for CriRuntime {
             .map_err(cri_err)
     }
 
-    async fn port_forward_url(&self, sandbox_id: &str) -> Result<String, RuntimeError> {
+    async fn port_forward_url(
+        &self,
+        sandbox_id: &str,
+        ports: &[u16],
+    ) -> Result<String, RuntimeError> {
         self.client
-            .port_forward(sandbox_id, Vec::new())
+            .port_forward(sandbox_id, ports.iter().map(|p| i32::from(*p)).collect())
             .await
             .map_err(cri_err)
     }

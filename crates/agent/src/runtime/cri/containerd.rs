@@ -804,15 +804,50 @@ impl Containerd {
             Ok(())
         };
         self.stop_process().await;
-        if remove_pods && removal.is_ok() {
+        if remove_pods {
+            // Whatever outlived the removal (a sandbox created while it ran, one that failed to
+            // go) must not outlive tandem: its shim and processes are killed.
+            let cgroup_fs = Path::new("/sys/fs/cgroup");
+            let killed = super::leftovers::kill_leftovers(
+                &self.layout.socket(),
+                cgroup_fs,
+                &self.options.cgroup_root,
+            );
+            if killed > 0 {
+                tracing::warn!(
+                    killed,
+                    "killed shims and container processes left after the pods were removed"
+                );
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+                while tokio::time::Instant::now() < deadline
+                    && !super::leftovers::cgroup_pids(cgroup_fs, &self.options.cgroup_root)
+                        .is_empty()
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
             masquerade(MasqueradeOp::Remove, &self.cidr, &self.options.bridge_name).await;
             delete_bridge(&self.options.bridge_name).await;
-            remove_cgroups(Path::new("/sys/fs/cgroup"), &self.options.cgroup_root);
+            remove_cgroups(cgroup_fs, &self.options.cgroup_root);
         }
         removal
     }
 
+    /// Removes every sandbox, listing again after each pass (at most three) so that one created
+    /// while a pass ran goes too.
     async fn remove_all_sandboxes(&self) -> Result<(), ContainerdError> {
+        let mut result = Ok(());
+        for _ in 0..3 {
+            result = self.remove_listed_sandboxes().await;
+            let left = self.client.list_pod_sandbox(None).await.map(|s| s.len());
+            if matches!(left, Ok(0)) {
+                return result;
+            }
+        }
+        result
+    }
+
+    async fn remove_listed_sandboxes(&self) -> Result<(), ContainerdError> {
         let sandboxes = self.client.list_pod_sandbox(None).await?;
         let total = sandboxes.len();
         let client = &self.client;

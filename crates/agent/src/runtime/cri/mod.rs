@@ -4,6 +4,7 @@
 pub mod backend;
 pub mod client;
 pub mod containerd;
+mod leftovers;
 pub mod proto;
 
 pub use backend::{CriConfig, CriRuntime};
