@@ -661,7 +661,7 @@ async fn exec_upgrades_through_the_api_server_and_bytes_flow_both_ways() {
 }
 
 #[tokio::test]
-async fn portforward_keeps_its_query_and_attach_resolves_the_container() {
+async fn portforward_names_its_ports_as_the_kubelet_reads_them_and_attach_resolves_the_container() {
     let (s, agent) = cluster().await;
     pod(&s, "web", Some("node-a"), one_container()).await;
 
@@ -697,7 +697,8 @@ async fn portforward_keeps_its_query_and_attach_resolves_the_container() {
     assert_eq!(
         paths,
         [
-            "/portForward/default/web?ports=8080&ports=9090",
+            // The API's `ports` become the kubelet's one `port` parameter (upstream `streamParams`).
+            "/portForward/default/web?port=8080,9090",
             "/attach/default/web/app?stdin=true&stdout=true&tty=true",
         ]
     );
