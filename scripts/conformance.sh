@@ -84,7 +84,13 @@ with open(doc, encoding="utf-8") as f:
 problems = []
 rows = []
 seen = {}
+AREA = re.compile(r"^## .*\(`test/e2e/([a-z]+)`")
+area = None
+by_area = {}
 for n, line in enumerate(lines, 1):
+    heading = AREA.match(line)
+    if heading:
+        area = heading.group(1)
     if not line.startswith("|"):
         continue
     cells = split_row(line)
@@ -95,6 +101,8 @@ for n, line in enumerate(lines, 1):
         continue  # header, separator or another table
     status = cells[2]
     rows.append((n, codename, status, cells[3]))
+    if area is not None and status in STATUSES:
+        by_area.setdefault(area, {k: 0 for k in STATUSES})[status] += 1
     if codename in seen:
         problems.append(f"line {n}: codename also on line {seen[codename]}: {codename}")
     else:
@@ -130,6 +138,22 @@ counts = {s: sum(1 for r in rows if r[2] == s) for s in STATUSES}
 total = len(rows)
 want = (f"Totals: {total} entries — covered {counts['covered']}, "
         f"not applicable {counts['n/a']}, missing {counts['missing']}.")
+
+# The "By area" table: one row per area heading, in the order the sections come.
+area_rows = [f"| {a} | {sum(c.values())} | {c['covered']} | {c['n/a']} | {c['missing']} |"
+             for a, c in by_area.items()]
+area_at = [i for i, l in enumerate(lines) if l.startswith("| ") and
+           l.split(" | ")[0][2:] in by_area and not l.startswith("| `")]
+if update and area_at and [lines[i] for i in area_at] != area_rows and len(area_at) == len(area_rows):
+    for i, row in zip(area_at, area_rows):
+        lines[i] = row
+    with open(doc, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+    print(f"conformance: by-area table updated in {os.path.relpath(doc, root)}")
+if len(area_at) != len(area_rows):
+    problems.append(f"the By area table has {len(area_at)} rows, the document {len(area_rows)} areas")
+elif [lines[i] for i in area_at] != area_rows:
+    problems.append("the By area table differs from the rows (scripts/conformance.sh --update fixes it)")
 
 totals_at = [i for i, l in enumerate(lines) if l.startswith("Totals:")]
 if update:

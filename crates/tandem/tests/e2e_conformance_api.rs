@@ -119,21 +119,33 @@ fn lifecycle(api: &Api, collection: &str, make: impl Fn(&str) -> Value) {
     assert_eq!(patched["metadata"]["labels"]["patched"], "yes");
     assert_eq!(patched["metadata"]["labels"]["suite"], "lifecycle");
 
-    let mut replacement = patched.clone();
-    replacement["metadata"]["annotations"] = json!({"replaced": "true"});
-    let replaced = expect(
-        api.request("PUT", &item("lc-a"), Some(&replacement.to_string()))
-            .unwrap(),
-        200,
-    );
+    // Replace (PUT) a fresh copy with a new annotation; a controller writing the object's status
+    // meanwhile makes a try conflict, so read again and retry (a few times at most).
+    let mut replaced = None;
+    for _ in 0..5 {
+        let mut replacement = expect(api.request("GET", &item("lc-a"), None).unwrap(), 200);
+        replacement["metadata"]["annotations"] = json!({"replaced": "true"});
+        let reply = api
+            .request("PUT", &item("lc-a"), Some(&replacement.to_string()))
+            .unwrap();
+        match reply.code {
+            200 => {
+                replaced = Some(reply.json());
+                break;
+            }
+            409 => continue,
+            code => panic!("replace answered {code}: {}", reply.body),
+        }
+    }
+    let replaced = replaced.expect("a replace goes through");
     assert_eq!(replaced["metadata"]["annotations"]["replaced"], "true");
     assert_ne!(
         replaced["metadata"]["resourceVersion"],
         patched["metadata"]["resourceVersion"]
     );
-    // A replace from a stale copy conflicts.
+    // A replace from a stale copy (the patched one) conflicts.
     let stale = api
-        .request("PUT", &item("lc-a"), Some(&replacement.to_string()))
+        .request("PUT", &item("lc-a"), Some(&patched.to_string()))
         .unwrap();
     assert_eq!(stale.code, 409, "{}", stale.body);
 
@@ -160,6 +172,29 @@ fn lifecycle(api: &Api, collection: &str, make: impl Fn(&str) -> Value) {
         200,
     );
     assert!(names(&listed).is_empty(), "{listed}");
+
+    // The same watch saw the changes and every deletion.
+    let mut modified = false;
+    let mut deleted = Vec::new();
+    while deleted.len() < 3 {
+        let chunk = watch.next_chunk().unwrap().expect("the watch stays open");
+        pending.extend_from_slice(&chunk);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let event: Value = serde_json::from_slice(&line).unwrap();
+            let name = event["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default();
+            match event["type"].as_str() {
+                Some("MODIFIED") if name == "lc-a" => modified = true,
+                Some("DELETED") => deleted.push(name.to_string()),
+                _ => {}
+            }
+        }
+    }
+    assert!(modified, "no MODIFIED event for the patched object");
+    deleted.sort();
+    assert_eq!(deleted, ["lc-a", "lc-b", "lc-c"]);
 }
 
 #[test]
@@ -206,6 +241,61 @@ fn conformance_api_lifecycles_and_refusals() {
                "metadata": {"name": name}, "storageClassName": "standard", "capacity": "1Gi"})
         },
     );
+
+    // [sig-apps] list and delete collections of workloads (no replicas: there are no nodes).
+    let template = json!({"metadata": {"labels": {"app": "lc"}},
+                          "spec": {"containers": [{"name": "c", "image": "tandem.local/busybox:1"}]}});
+    let workload = |kind: &str, name: &str| {
+        let mut spec = json!({"selector": {"matchLabels": {"app": "lc"}}, "template": template});
+        if kind != "DaemonSet" {
+            spec["replicas"] = json!(0);
+        }
+        if kind == "StatefulSet" {
+            spec["serviceName"] = json!("lc");
+        }
+        json!({"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name}, "spec": spec})
+    };
+    for (plural, kind) in [
+        ("daemonsets", "DaemonSet"),
+        ("replicasets", "ReplicaSet"),
+        ("statefulsets", "StatefulSet"),
+    ] {
+        lifecycle(
+            &api,
+            &format!("/apis/apps/v1/namespaces/default/{plural}"),
+            |name| workload(kind, name),
+        );
+    }
+    // [sig-apps] PodDisruptionBudgets across namespaces, deleted by collection.
+    lifecycle(
+        &api,
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+        |name| {
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+               "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": name}}}})
+        },
+    );
+    // [sig-auth] ServiceAccounts lifecycle.
+    lifecycle(
+        &api,
+        "/api/v1/namespaces/default/serviceaccounts",
+        |name| json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}),
+    );
+
+    // [sig-api-machinery] Discovery: every group's preferred version is one of its versions.
+    let groups = expect(api.request("GET", "/apis", None).unwrap(), 200);
+    let groups = groups["groups"].as_array().unwrap();
+    assert!(groups.len() > 10, "{groups:?}");
+    for group in groups {
+        let preferred = &group["preferredVersion"]["groupVersion"];
+        let versions: Vec<&Value> = group["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| &v["groupVersion"])
+            .collect();
+        assert!(versions.contains(&preferred), "{group}");
+    }
 
     // [sig-api-machinery] Namespaces: patch a Namespace.
     expect(

@@ -27,12 +27,33 @@ fn api(s: &Server) -> Api {
 
 #[test]
 fn upstream_behaviour_where_client_suites_found_differences() {
-    let s = Server::start_up(Some("linux=1"));
+    let s = Server::start_up(None);
     let api = api(&s);
+    at_least_two_untainted_ready_nodes(&s, &api);
     server_side_apply_keeps_data_its_manager_now_fills(&api);
     wrapped_base64_in_secret_data_is_accepted_and_stored_unwrapped(&api);
     csi_storage_capacity_is_discovered_and_served(&api);
     graceful_delete_publishes_the_stopped_containers_before_deleted(&s, &api);
+}
+
+/// Conformance: "should have at least two untainted nodes" — `tandem up`'s default nodes.
+fn at_least_two_untainted_ready_nodes(s: &Server, api: &Api) {
+    s.eventually("two untainted Ready nodes", Duration::from_secs(60), || {
+        let nodes = api.request("GET", "/api/v1/nodes", None).ok()?.json();
+        let untainted_ready = nodes["items"]
+            .as_array()?
+            .iter()
+            .filter(|n| n["spec"]["taints"].as_array().is_none_or(|t| t.is_empty()))
+            .filter(|n| {
+                n["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+            .count();
+        (untainted_ready >= 2).then_some(())
+    });
 }
 
 fn server_side_apply_keeps_data_its_manager_now_fills(api: &Api) {
@@ -143,6 +164,7 @@ fn readiness(pod: &Value) -> (String, Vec<String>) {
 fn graceful_delete_publishes_the_stopped_containers_before_deleted(s: &Server, api: &Api) {
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "graceful"},
                      "spec": {"terminationGracePeriodSeconds": 5,
+                              "nodeSelector": {"kubernetes.io/os": "linux"},
                               "containers": [{"name": "main", "image": "tandem.local/busybox:1",
                                               "command": ["sleep", "600"]}]}});
     let created = api

@@ -146,12 +146,14 @@ impl State {
                 )));
             }
             let (at, stored) = (ObjectKey { ns, name }, Stored::of(&old, &kv));
-            if sub == Some("scale") {
-                return self.write_scale(ctx, rt, at, stored, &patched).await;
-            }
-            let new = self.decode_typed(ctx, rt, patched)?;
-            ctx.applying = kind == PatchKind::Apply;
-            match self.commit_update(ctx, rt, at, new, stored, sub).await {
+            let committed = if sub == Some("scale") {
+                self.write_scale(ctx, rt, at, stored, &patched).await
+            } else {
+                let new = self.decode_typed(ctx, rt, patched)?;
+                ctx.applying = kind == PatchKind::Apply;
+                self.commit_update(ctx, rt, at, new, stored, sub).await
+            };
+            match committed {
                 // A patch without its own resourceVersion precondition is re-applied to the new
                 // state, as upstream's patcher retries on conflict.
                 Err(e)
