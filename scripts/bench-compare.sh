@@ -13,7 +13,7 @@
 # old/new/new/old/old/new…, each run's output kept in target/bench-compare/logs/.
 #
 # Printed: for each run the headline figure (the first number matched by --figure; by default the
-# first `N pods/s`, `N creates/s`, `N requests/s`, `N queries/s` or `N/s`) and the CPU time the run
+# first `N pods/s`, `N creates/s`, `N requests/s`, `N queries/s`, …) and the CPU time the run
 # used (user + system of the benchmark process and its children, from getrusage); then each
 # binary's series, medians, and the ratio new/old of both. A ratio of the figure under 1 (for
 # rates) or of the CPU over 1 means the new binary is slower.
@@ -27,7 +27,7 @@ fi
 rev="$1"
 shift
 runs=4
-figure='([0-9][0-9,]*\.?[0-9]*) *(pods|creates|requests|queries|binds|objects|updates)?/s'
+figure='([0-9][0-9,]*\.?[0-9]*) (pods|creates|requests|queries|binds|objects|updates|ops)/s'
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
