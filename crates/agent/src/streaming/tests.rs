@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::spdy::Frame;
-use super::testing::{KEY, SpdyClient, request, tunnel, websocket};
+use super::testing::{KEY, SpdyClient, WsClient, request, tunnel, websocket};
 use super::websocket::accept_key;
 use super::{ExecHandler, ExecIo, ExecRequest, PortForwardHandler, StreamingServer};
 
@@ -137,6 +137,42 @@ async fn unknown_used_and_mistyped_tokens_are_not_found() {
     assert_eq!(head.status, 404);
 }
 
+/// What a binary-channel exec session sent until its normal close.
+struct ExecFrames {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    error: Vec<u8>,
+    /// The payload of a pong, if one came.
+    pong: Option<Vec<u8>>,
+}
+
+/// Reads a websocket exec session's messages until the server's close (code 1000), sorting
+/// channels 1–3; any other message or frame fails the test.
+async fn exec_frames(ws: &mut WsClient<TcpStream>) -> ExecFrames {
+    let mut out = ExecFrames {
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+        error: Vec::new(),
+        pong: None,
+    };
+    loop {
+        match ws.recv().await.expect("open until close") {
+            (0x2, msg) => match msg.split_first() {
+                Some((1, data)) => out.stdout.extend_from_slice(data),
+                Some((2, data)) => out.stderr.extend_from_slice(data),
+                Some((3, data)) => out.error.extend_from_slice(data),
+                other => panic!("unexpected message {other:?}"),
+            },
+            (0xa, payload) => out.pong = Some(payload),
+            (0x8, payload) => {
+                assert_eq!(payload, 1000u16.to_be_bytes());
+                return out;
+            }
+            other => panic!("unexpected frame {other:?}"),
+        }
+    }
+}
+
 #[tokio::test]
 async fn websocket_v5_exec_streams_stdin_and_reports_the_exit_code() {
     let server = StreamingServer::start().await.expect("start");
@@ -162,24 +198,12 @@ async fn websocket_v5_exec_streams_stdin_and_reports_the_exit_code() {
     ws.send(0x2, b"\x00world").await;
     ws.send(0x2, &[255, 0]).await;
 
-    let (mut stdout, mut stderr, mut error) = (Vec::new(), Vec::new(), Vec::new());
-    let mut pong = None;
-    loop {
-        match ws.recv().await.expect("open until close") {
-            (0x2, msg) => match msg.split_first() {
-                Some((1, data)) => stdout.extend_from_slice(data),
-                Some((2, data)) => stderr.extend_from_slice(data),
-                Some((3, data)) => error.extend_from_slice(data),
-                other => panic!("unexpected message {other:?}"),
-            },
-            (0xa, payload) => pong = Some(payload),
-            (0x8, payload) => {
-                assert_eq!(payload, 1000u16.to_be_bytes());
-                break;
-            }
-            other => panic!("unexpected frame {other:?}"),
-        }
-    }
+    let ExecFrames {
+        stdout,
+        stderr,
+        error,
+        pong,
+    } = exec_frames(&mut ws).await;
     assert_eq!(stdout, b"HELLO WORLD");
     assert_eq!(stderr, b"warn\n");
     assert_eq!(pong.as_deref(), Some(&b"k8s-heartbeat"[..]));
@@ -494,22 +518,13 @@ async fn v5_is_translated_to_spdy_for_a_runtime_that_stops_at_v4() {
     // The command reads stdin to its end: only the close signal lets it finish.
     ws.send(0x2, &[255, 0]).await;
 
-    let (mut stdout, mut stderr, mut error) = (Vec::new(), Vec::new(), Vec::new());
-    loop {
-        match ws.recv().await.expect("open until close") {
-            (0x2, msg) => match msg.split_first() {
-                Some((1, data)) => stdout.extend_from_slice(data),
-                Some((2, data)) => stderr.extend_from_slice(data),
-                Some((3, data)) => error.extend_from_slice(data),
-                other => panic!("unexpected message {other:?}"),
-            },
-            (0x8, payload) => {
-                assert_eq!(payload, 1000u16.to_be_bytes());
-                break;
-            }
-            other => panic!("unexpected frame {other:?}"),
-        }
-    }
+    let ExecFrames {
+        stdout,
+        stderr,
+        error,
+        pong,
+    } = exec_frames(&mut ws).await;
+    assert_eq!(pong, None);
     assert_eq!(stdout, b"HELLO WORLD");
     assert_eq!(stderr, b"warn\n");
     let status: serde_json::Value = serde_json::from_slice(&error).expect("status JSON");
