@@ -591,17 +591,10 @@ async fn port_forward(
         return Err(Failure::bad_request("Upgrade request required"));
     }
     let sandbox = sandbox_of(runtime, namespace, pod)?;
-    // Websocket clients name their ports in the query (`port=80,443`, the kubelet's parameter);
-    // what does not parse is left for the streaming server to refuse in its own words.
-    let ports: Vec<u16> = form_pairs(query)
-        .into_iter()
-        .filter(|(k, _)| k == "port")
-        .flat_map(|(_, v)| {
-            v.split(',')
-                .filter_map(|p| p.trim().parse().ok())
-                .collect::<Vec<u16>>()
-        })
-        .collect();
+    // Websocket clients name their ports in the query (`port=80,443`, the kubelet's parameter),
+    // read as the streaming server reads it; a query it refuses names no ports here and is
+    // refused by the streaming server in its own words.
+    let ports = crate::streaming::query_ports(query).unwrap_or_default();
     let url = runtime
         .port_forward_url(&sandbox.id, &ports)
         .await

@@ -56,6 +56,7 @@ use tokio::task::JoinHandle;
 
 use crate::runtime::StreamRequest;
 use portforward::Target;
+pub(crate) use portforward::query_ports;
 use request_cache::RequestCache;
 pub use translator::Streams;
 
