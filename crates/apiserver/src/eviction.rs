@@ -65,6 +65,36 @@ pub async fn evict(
     };
     propagate_dry_run(&mut options, query_dry_run)?;
     let dry_run = is_dry_run(&options);
+    // Admission webhooks see the Eviction (a CREATE of pods/eviction); the deletion it leads
+    // to is not admitted again, as upstream's eviction REST deletes through the store.
+    let mut admitted = eviction.clone();
+    if let Some(m) = admitted.as_object_mut() {
+        m.insert("apiVersion".into(), json!("policy/v1"));
+        m.insert("kind".into(), json!("Eviction"));
+    }
+    {
+        let m = meta::meta_mut(&mut admitted);
+        m.insert("name".into(), json!(name));
+        if let Some(ns) = ns {
+            m.insert("namespace".into(), json!(ns));
+        }
+    }
+    let hooks = crate::rest::WebhookWrite {
+        op: "CREATE",
+        rt,
+        sub: "eviction",
+        kind: "Eviction",
+        kind_group_version: Some(("policy", "v1")),
+        ns,
+        name,
+        options: Value::Null,
+    };
+    state
+        .webhooks_mutate(ctx, &hooks, Some(&mut admitted), None)
+        .await?;
+    state
+        .webhooks_validate(ctx, &hooks, Some(&admitted), None)
+        .await?;
     let client_rv_set = precondition_rv(&options).is_some();
 
     // Terminal, pending and deleting pods go without a budget check.
@@ -603,6 +633,7 @@ async fn add_condition_and_delete(
                 break;
             };
             let mut internal = Ctx::internal("system:apiserver");
+            internal.webhooks_done = true;
             match state
                 .update(&mut internal, rt, ns, name, updated, Some("status"))
                 .await
@@ -630,6 +661,7 @@ async fn add_condition_and_delete(
         user: ctx.user.clone(),
         user_agent: ctx.user_agent.clone(),
         applying: false,
+        webhooks_done: true,
     };
     let result = state.delete(&mut delete_ctx, rt, ns, name, &options).await;
     ctx.warnings.append(&mut delete_ctx.warnings);

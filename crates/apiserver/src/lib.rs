@@ -2,6 +2,7 @@
 //! tables and subresources over the revisioned store, with a watch cache in front.
 
 mod admission;
+mod admission_policy;
 pub mod auth;
 mod binding;
 pub mod bootstrap;
@@ -28,6 +29,7 @@ pub mod service_alloc;
 mod service_claims;
 pub mod state;
 pub mod watch;
+mod webhook;
 
 pub use server::{ApiServer, Config, StartError};
 pub use state::Options;

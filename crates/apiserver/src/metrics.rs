@@ -96,6 +96,43 @@ struct ResourceLabel {
     resource: String,
 }
 
+/// The labels of `apiserver_admission_webhook_admission_duration_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookLabels {
+    name: String,
+    /// `admit` (mutating) or `validating`.
+    r#type: &'static str,
+    operation: &'static str,
+    rejected: &'static str,
+}
+
+/// The labels of `apiserver_admission_webhook_rejection_count`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookRejectionLabels {
+    name: String,
+    r#type: &'static str,
+    operation: &'static str,
+    /// `calling_webhook_error` or `no_error` (a denial), as upstream.
+    error_type: &'static str,
+    rejection_code: u16,
+}
+
+/// The labels of `apiserver_validating_admission_policy_check_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyCheckLabels {
+    policy: String,
+    policy_binding: String,
+    /// `no_error`, `invalid_error`, …
+    error_type: &'static str,
+    /// `allow`, `deny`, `warn`, `audit`.
+    enforcement_action: &'static str,
+}
+
+/// Upstream's webhook latency buckets (`webhookAdmissionDurationBuckets`).
+fn webhook_duration_histogram() -> Histogram {
+    Histogram::new([0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 25.0])
+}
+
 fn request_duration_histogram() -> Histogram {
     Histogram::new(REQUEST_DURATION_BUCKETS)
 }
@@ -114,6 +151,11 @@ struct Families {
     watchers: Family<WatcherLabels, Gauge>,
     storage_objects: Family<ResourceLabel, Gauge>,
     flow_control: crate::flowcontrol::FlowControlMetrics,
+    webhook_durations: Family<WebhookLabels, Histogram, fn() -> Histogram>,
+    /// A gauge that only grows: prometheus-client names every counter `…_total`, and
+    /// upstream's family is `apiserver_admission_webhook_rejection_count` without the suffix.
+    webhook_rejections: Family<WebhookRejectionLabels, Gauge>,
+    policy_checks: Family<PolicyCheckLabels, Counter>,
 }
 
 impl ApiMetrics {
@@ -162,7 +204,29 @@ impl ApiMetrics {
             storage_objects.clone(),
         );
         let flow_control = crate::flowcontrol::FlowControlMetrics::new(registry);
+        let webhook_durations =
+            Family::new_with_constructor(webhook_duration_histogram as fn() -> _);
+        registry.register(
+            "apiserver_admission_webhook_admission_duration_seconds",
+            "[STABLE] Admission webhook latency histogram in seconds, identified by name and broken out for each operation and API resource and type (validate or admit)",
+            webhook_durations.clone(),
+        );
+        let webhook_rejections = Family::default();
+        registry.register(
+            "apiserver_admission_webhook_rejection_count",
+            "[ALPHA] Admission webhook rejection count, identified by name and broken out for each admission type (validating or admit) and operation. Additional labels specify an error type (calling_webhook_error or apiserver_internal_error if an error occurred; no_error otherwise) and optionally a non-zero rejection code if the webhook rejects the request with an HTTP status code (honored by the apiserver when the code is greater or equal to 400). Codes greater than 600 are truncated to 600, to keep the metrics cardinality bounded.",
+            webhook_rejections.clone(),
+        );
+        let policy_checks = Family::default();
+        registry.register(
+            "apiserver_validating_admission_policy_check",
+            "[BETA] Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken.",
+            policy_checks.clone(),
+        );
         ApiMetrics(Arc::new(Families {
+            webhook_durations,
+            webhook_rejections,
+            policy_checks,
             flow_control,
             requests,
             durations,
@@ -240,6 +304,63 @@ impl ApiMetrics {
             .inc();
     }
 
+    /// Records one admission webhook call: its latency, and a rejection (a denial with its
+    /// code, or a failed call with code 0) when there was one.
+    pub fn observe_webhook(
+        &self,
+        name: &str,
+        kind: &'static str,
+        operation: &'static str,
+        outcome: WebhookOutcome,
+        elapsed: Duration,
+    ) {
+        let rejected = !matches!(outcome, WebhookOutcome::Allowed);
+        self.0
+            .webhook_durations
+            .get_or_create(&WebhookLabels {
+                name: name.to_string(),
+                r#type: kind,
+                operation,
+                rejected: if rejected { "true" } else { "false" },
+            })
+            .observe(elapsed.as_secs_f64());
+        let (error_type, rejection_code) = match outcome {
+            WebhookOutcome::Allowed => return,
+            WebhookOutcome::Denied(code) => ("no_error", code.min(600)),
+            WebhookOutcome::CallFailed => ("calling_webhook_error", 0),
+        };
+        self.0
+            .webhook_rejections
+            .get_or_create(&WebhookRejectionLabels {
+                name: name.to_string(),
+                r#type: kind,
+                operation,
+                error_type,
+                rejection_code,
+            })
+            .inc();
+    }
+
+    /// Counts one ValidatingAdmissionPolicy check (`enforcement_action`: `allow`, `deny`,
+    /// `warn` or `audit`; `error_type`: `no_error` or `invalid_error`).
+    pub fn count_policy_check(
+        &self,
+        policy: &str,
+        binding: &str,
+        error_type: &'static str,
+        enforcement_action: &'static str,
+    ) {
+        self.0
+            .policy_checks
+            .get_or_create(&PolicyCheckLabels {
+                policy: policy.to_string(),
+                policy_binding: binding.to_string(),
+                error_type,
+                enforcement_action,
+            })
+            .inc();
+    }
+
     /// Sets `apiserver_storage_objects` to `counts` (group-resource, objects).
     pub fn set_storage_objects(&self, counts: impl IntoIterator<Item = (String, usize)>) {
         for (resource, n) in counts {
@@ -249,6 +370,16 @@ impl ApiMetrics {
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
     }
+}
+
+/// How a webhook call ended, for its metrics.
+#[derive(Debug, Clone, Copy)]
+pub enum WebhookOutcome {
+    Allowed,
+    /// Denied with this HTTP code.
+    Denied(u16),
+    /// Not answered (unreachable, timed out, malformed answer).
+    CallFailed,
 }
 
 /// One resource request being measured: [`RequestMeasure::finish`] records it.

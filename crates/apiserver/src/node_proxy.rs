@@ -502,6 +502,45 @@ pub(crate) fn node_agent_address(node: &Value) -> ApiResult<AgentAddress> {
 #[derive(Debug, Default)]
 struct Params(Vec<(String, String)>);
 
+/// The options object admission sees for a CONNECT of an agent subresource
+/// (`PodExecOptions`, `PodAttachOptions`, `PodPortForwardOptions`), read from the query as
+/// upstream's parameter codec reads it; `None` for `log`, which is a GET.
+pub(crate) fn connect_options(sub: Subresource, query: Option<&str>) -> Option<Value> {
+    let params = Params::parse(query);
+    let flag = |k: &str| params.first(k).is_some_and(|v| v == "true" || v == "1");
+    let (kind, mut body) = match sub {
+        Subresource::Log => return None,
+        Subresource::Exec | Subresource::Attach => {
+            let mut o = serde_json::json!({
+                "stdin": flag("stdin"),
+                "stdout": flag("stdout"),
+                "stderr": flag("stderr"),
+                "tty": flag("tty"),
+            });
+            if let Some(c) = params.string("container") {
+                o["container"] = serde_json::json!(c);
+            }
+            if sub == Subresource::Exec {
+                o["command"] = serde_json::json!(params.all("command").collect::<Vec<_>>());
+                ("PodExecOptions", o)
+            } else {
+                ("PodAttachOptions", o)
+            }
+        }
+        Subresource::PortForward => {
+            let ports: Vec<u64> = params
+                .all("ports")
+                .flat_map(|v| v.split(','))
+                .filter_map(|p| p.trim().parse().ok())
+                .collect();
+            ("PodPortForwardOptions", serde_json::json!({"ports": ports}))
+        }
+    };
+    body["kind"] = serde_json::json!(kind);
+    body["apiVersion"] = serde_json::json!("v1");
+    Some(body)
+}
+
 impl Params {
     fn parse(raw: Option<&str>) -> Params {
         Params(

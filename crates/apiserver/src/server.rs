@@ -130,6 +130,8 @@ impl ApiServer {
             options,
             service_lock: tokio::sync::Mutex::new(()),
             service_alloc_avoid: Default::default(),
+            webhooks: Default::default(),
+            policies: Default::default(),
             service_alloc_cache: std::sync::Mutex::default(),
             auth,
             kubelet_client: crate::node_proxy::kubelet_client::kubelet_client(&pki)?,
@@ -716,6 +718,46 @@ fn metrics_response(state: &State, accept: Option<&str>) -> Response<Body> {
     }
 }
 
+/// Admission of a CONNECT (`pods/exec`, `pods/attach`, `pods/portforward`): the webhooks see
+/// the options object (`PodExecOptions`, …) as both object and the request's options, as
+/// upstream's connecter admits it; a refusal ends the request before it is upgraded.
+async fn connect_admission(
+    state: &State,
+    identity: Arc<UserInfo>,
+    rr: &crate::request::ResourceRequest,
+    target: NodeRequest<'_>,
+    options: Value,
+    query: Query,
+) -> Result<(), ApiError> {
+    let rt = state.resource(&rr.group, &rr.version, &rr.resource)?;
+    let sub = rr.subresource.clone().unwrap_or_default();
+    let kind = options
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let mut ctx = crate::rest::Ctx::internal("");
+    ctx.user = identity;
+    ctx.query = query;
+    let hooks = crate::rest::WebhookWrite {
+        op: "CONNECT",
+        rt: &rt,
+        sub: &sub,
+        kind: &kind,
+        kind_group_version: Some(("", "v1")),
+        ns: Some(target.namespace),
+        name: target.pod,
+        options: options.clone(),
+    };
+    let mut object = options.clone();
+    state
+        .webhooks_mutate(&mut ctx, &hooks, Some(&mut object), None)
+        .await?;
+    state
+        .webhooks_validate(&mut ctx, &hooks, Some(&object), None)
+        .await
+}
+
 /// A resource request, authenticated and authorized: node proxying, or the API handlers.
 async fn serve_resource(
     state: Arc<State>,
@@ -735,6 +777,11 @@ async fn serve_resource(
         };
     }
     if let Some(target) = NodeRequest::of(&rr) {
+        if let Some(options) = node_proxy::connect_options(target.subresource, req.uri().query())
+            && let Err(e) = connect_admission(&state, identity, &rr, target, options, query).await
+        {
+            return error_response(&e, &[]);
+        }
         return match node_proxy::serve(&state, target, req).await {
             Ok(resp) => resp,
             Err(e) => error_response(&e, &[]),
@@ -792,6 +839,7 @@ async fn serve_resource(
         user: identity,
         user_agent,
         applying: false,
+        webhooks_done: false,
     };
     let body = match read_body(req).await {
         Ok(b) => b,

@@ -39,6 +39,10 @@ pub struct State {
     pub metrics: crate::metrics_api::MetricsApi,
     /// Seats and queues of the requests being served (see `flowcontrol`).
     pub flow_control: Arc<crate::flowcontrol::FlowControl>,
+    /// The admission webhooks of the stored configurations (see `webhook`).
+    pub(crate) webhooks: crate::webhook::HookCache,
+    /// The ValidatingAdmissionPolicies and their bindings (see `admission_policy`).
+    pub(crate) policies: crate::admission_policy::PolicyCache,
 }
 
 /// Server behaviour switches.

@@ -3,13 +3,15 @@
 //! [`apply_defaults`] fills what upstream's generated `SetObjectDefaults_<Kind>` functions fill
 //! when an object is decoded: `pkg/apis/core/v1/defaults.go` (`SetDefaults_Pod`,
 //! `SetDefaults_PodSpec`, `SetDefaults_Container`, `SetDefaults_Probe`, `SetDefaults_Service`,
-//! `SetDefaults_Volume`, …), `pkg/apis/apps/v1/defaults.go` and `pkg/apis/batch/v1/defaults.go`,
+//! `SetDefaults_Volume`, …), `pkg/apis/apps/v1/defaults.go`, `pkg/apis/batch/v1/defaults.go`
+//! and the other groups' `defaults.go` (in the matching `crate::validation` modules),
 //! plus the single-stack IP family fields the service REST storage fills. It is idempotent and
 //! tolerates any JSON shape (wrong types are left alone).
 
 use serde_json::{Map, Value, json};
 
 use crate::registry::ResourceType;
+use crate::validation::admissionregistration;
 use crate::validation::json::{each_mut, ensure_obj, set_default, set_default_str, str_at};
 
 /// Upstream `v1.DefaultTerminationGracePeriodSeconds`.
@@ -70,6 +72,18 @@ pub fn apply_defaults(rt: &ResourceType, obj: &mut Value) {
         ("storage.k8s.io", "CSIDriver") => crate::validation::storage_api::default_csi_driver(obj),
         ("apiregistration.k8s.io", "APIService") => {
             crate::validation::apiregistration::default_api_service(obj)
+        }
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => {
+            admissionregistration::default_webhook_configuration(obj, false)
+        }
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
+            admissionregistration::default_webhook_configuration(obj, true)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            admissionregistration::default_validating_admission_policy(obj)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
+            admissionregistration::default_validating_admission_policy_binding(obj)
         }
         ("autoscaling", "HorizontalPodAutoscaler") => {
             crate::validation::autoscaling::default_hpa(obj)

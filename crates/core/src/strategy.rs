@@ -57,6 +57,7 @@ pub fn tracks_generation(rt: &ResourceType) -> bool {
                 "Ingress" | "IngressClass" | "NetworkPolicy"
             )
             | ("policy", "PodDisruptionBudget")
+            | ("admissionregistration.k8s.io", _)
     )
 }
 
@@ -412,6 +413,10 @@ fn desired_state_changed(rt: &ResourceType, new: &Value, old: &Value) -> bool {
                     .cloned()
             };
             new.get("spec") != old.get("spec") || ann(new) != ann(old)
+        }
+        // Upstream's webhook configuration strategies compare the webhooks.
+        "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
+            new.get("webhooks") != old.get("webhooks")
         }
         _ => new.get("spec") != old.get("spec"),
     }

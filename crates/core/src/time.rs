@@ -13,7 +13,7 @@ pub fn unix(t: SystemTime) -> (i64, u32) {
 }
 
 /// Converts days since 1970-01-01 into a (year, month, day) civil date (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -24,6 +24,143 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (the inverse of [`civil_from_days`]).
+pub(crate) fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = i64::from((month + 9) % 12);
+    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// How many days `month` (1–12) of `year` has.
+pub(crate) fn days_in_month(year: i64, month: u32) -> u32 {
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    match month {
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => 31,
+    }
+}
+
+/// An instant and the UTC offset it was written with, as Go's `time.Time` carries a fixed zone
+/// after parsing `2024-01-01T00:00:00+05:30`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetTime {
+    /// Seconds since the Unix epoch (of the instant, not of the local wall clock).
+    pub secs: i64,
+    /// Nanoseconds within the second, below 1,000,000,000.
+    pub nanos: u32,
+    /// Seconds east of UTC.
+    pub offset: i32,
+}
+
+/// Go's `time.Parse(time.RFC3339, s)` (which also reads fractional seconds): `YYYY-MM-DD`, `T`,
+/// `hh:mm:ss`, an optional `.` and digits (past the ninth ignored), then `Z` or `±hh:mm`. Upper
+/// case `T` and `Z` only, a real date, hours below 24 and no leap second, as Go's strict parser
+/// (`parseRFC3339`) checks; the looser fallback Go tries after it (single-digit hours, `,` before
+/// the fraction) is not followed.
+pub fn parse_rfc3339_nano(s: &str) -> Option<OffsetTime> {
+    let b = s.as_bytes();
+    if b.len() < 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |from: usize, to: usize| -> Option<u32> {
+        let part = b.get(from..to)?;
+        if !part.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        Some(part.iter().fold(0, |n, d| n * 10 + u32::from(d - b'0')))
+    };
+    let year = i64::from(num(0, 4)?);
+    let month = num(5, 7).filter(|m| (1..=12).contains(m))?;
+    let day = num(8, 10).filter(|d| (1..=days_in_month(year, month)).contains(d))?;
+    let hour = num(11, 13).filter(|h| *h < 24)?;
+    let minute = num(14, 16).filter(|m| *m < 60)?;
+    let second = num(17, 19).filter(|s| *s < 60)?;
+    let mut rest = &b[19..];
+    let mut nanos = 0u32;
+    if rest.len() >= 2 && rest[0] == b'.' && rest[1].is_ascii_digit() {
+        let digits = rest[1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        for i in 0..9 {
+            let d = rest
+                .get(1 + i)
+                .filter(|_| i < digits)
+                .map_or(0, |c| c - b'0');
+            nanos = nanos * 10 + u32::from(d);
+        }
+        rest = &rest[1 + digits..];
+    }
+    let offset = match rest {
+        b"Z" => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let two = |a: u8, b: u8| -> Option<i32> {
+                (a.is_ascii_digit() && b.is_ascii_digit())
+                    .then(|| i32::from(a - b'0') * 10 + i32::from(b - b'0'))
+            };
+            let hours = two(*h1, *h2).filter(|h| *h < 24)?;
+            let minutes = two(*m1, *m2).filter(|m| *m < 60)?;
+            let east = (hours * 60 + minutes) * 60;
+            if *sign == b'-' { -east } else { east }
+        }
+        _ => return None,
+    };
+    let local =
+        days_from_civil(year, month, day) * 86_400 + i64::from(hour * 3600 + minute * 60 + second);
+    Some(OffsetTime {
+        secs: local - i64::from(offset),
+        nanos,
+        offset,
+    })
+}
+
+/// Go's `time.Parse("2006-01-02", s)`: a real date, as midnight UTC (seconds since the epoch).
+pub fn parse_date(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let num = |from: usize, to: usize| -> Option<u32> {
+        let part = &b[from..to];
+        part.iter()
+            .all(u8::is_ascii_digit)
+            .then(|| part.iter().fold(0, |n, d| n * 10 + u32::from(d - b'0')))
+    };
+    let year = i64::from(num(0, 4)?);
+    let month = num(5, 7).filter(|m| (1..=12).contains(m))?;
+    let day = num(8, 10).filter(|d| (1..=days_in_month(year, month)).contains(d))?;
+    Some(days_from_civil(year, month, day) * 86_400)
+}
+
+/// Go's `t.Format(time.RFC3339Nano)`: the wall clock at the time's own offset, the fraction
+/// without trailing zeros (none when whole), `Z` for a zero offset.
+pub fn format_rfc3339_nano(t: OffsetTime) -> String {
+    let (y, mo, d, h, mi, s) = parts(t.secs.saturating_add(i64::from(t.offset)));
+    let mut out = format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}");
+    if t.nanos > 0 {
+        let digits = format!("{:09}", t.nanos);
+        out.push('.');
+        out.push_str(digits.trim_end_matches('0'));
+    }
+    if t.offset == 0 {
+        out.push('Z');
+    } else {
+        let sign = if t.offset < 0 { '-' } else { '+' };
+        let minutes = t.offset.unsigned_abs() / 60;
+        out.push_str(&format!("{sign}{:02}:{:02}", minutes / 60, minutes % 60));
+    }
+    out
 }
 
 fn parts(secs: i64) -> (i64, u32, u32, i64, i64, i64) {
@@ -301,6 +438,91 @@ mod tests {
             assert!(parse_go_duration(text).is_err(), "{text}");
         }
         assert_eq!(parse_go_duration("-9223372036854775808ns"), Ok(i64::MIN));
+    }
+
+    #[test]
+    fn rfc3339_with_offsets_and_fractions_parses_and_prints_as_go_does() {
+        for (text, secs, nanos, offset) in [
+            ("1970-01-01T00:00:00Z", 0, 0, 0),
+            ("2024-01-01T00:00:00Z", 1_704_067_200, 0, 0),
+            ("2024-01-01T05:30:00+05:30", 1_704_067_200, 0, 19_800),
+            ("2023-12-31T16:00:00-08:00", 1_704_067_200, 0, -28_800),
+            ("2000-02-29T12:00:00.5Z", 951_825_600, 500_000_000, 0),
+            ("1969-12-31T23:59:59.999999999Z", -1, 999_999_999, 0),
+            ("0001-01-01T00:00:00Z", -62_135_596_800, 0, 0),
+            (
+                "9999-12-31T23:59:59.123456789Z",
+                253_402_300_799,
+                123_456_789,
+                0,
+            ),
+        ] {
+            let t = parse_rfc3339_nano(text).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!(
+                t,
+                OffsetTime {
+                    secs,
+                    nanos,
+                    offset
+                },
+                "{text}"
+            );
+            assert_eq!(format_rfc3339_nano(t), text);
+        }
+        // Digits past nanoseconds are dropped; `+00:00` prints as `Z`.
+        let t = parse_rfc3339_nano("2024-01-01T00:00:00.1234567891+00:00");
+        assert_eq!(t.map(|t| t.nanos), Some(123_456_789));
+        assert_eq!(
+            t.map(format_rfc3339_nano).as_deref(),
+            Some("2024-01-01T00:00:00.123456789Z")
+        );
+        for bad in [
+            "",
+            "2024-01-01",
+            "2024-01-01 00:00:00Z",
+            "2024-01-01t00:00:00Z",
+            "2024-01-01T00:00:00z",
+            "2024-02-30T00:00:00Z",
+            "2023-02-29T00:00:00Z",
+            "2024-01-01T24:00:00Z",
+            "2024-01-01T00:00:60Z",
+            "2024-01-01T00:00:00",
+            "2024-01-01T00:00:00.Z",
+            "2024-01-01T00:00:00+0530",
+            "2024-01-01T00:00:00+24:00",
+            "2024-13-01T00:00:00Z",
+            "2024-01-01T00:00:00Zjunk",
+            "+024-01-01T00:00:00Z",
+            "2024-01-01T00:00:00+05:3é",
+        ] {
+            assert_eq!(parse_rfc3339_nano(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn dates_parse_as_midnight_utc() {
+        assert_eq!(parse_date("1970-01-02"), Some(86_400));
+        assert_eq!(parse_date("2024-02-29"), Some(1_709_164_800));
+        for bad in [
+            "2023-02-29",
+            "2024-1-01",
+            "2024-01-01T00:00:00Z",
+            "24-01-01",
+            "",
+        ] {
+            assert_eq!(parse_date(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn civil_dates_round_trip() {
+        for days in [-719_162, -1, 0, 59, 60, 10_957, 2_932_896] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days, "{y}-{m}-{d}");
+        }
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+        assert_eq!(days_in_month(1900, 2), 28);
+        assert_eq!(days_in_month(2000, 2), 29);
     }
 
     #[test]

@@ -3,10 +3,11 @@
 //! (and dropped) as upstream's strict/ignore field validation does.
 
 use k8s_openapi::api::{
-    apps::v1 as apps, autoscaling::v1 as autoscaling_v1, autoscaling::v2 as autoscaling_v2,
-    batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
-    discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
-    node::v1 as node, policy::v1 as policy, scheduling::v1 as scheduling, storage::v1 as storage,
+    admissionregistration::v1 as admissionregistration, apps::v1 as apps,
+    autoscaling::v1 as autoscaling_v1, autoscaling::v2 as autoscaling_v2, batch::v1 as batch,
+    coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery,
+    events::v1 as events, networking::v1 as networking, node::v1 as node, policy::v1 as policy,
+    scheduling::v1 as scheduling, storage::v1 as storage,
 };
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
 use serde::{Serialize, de::DeserializeOwned};
@@ -107,6 +108,18 @@ pub fn roundtrip(rt: &ResourceType, mut input: Value) -> Result<Decoded, DecodeE
         ("storage.k8s.io", "VolumeAttachment") => round::<storage::VolumeAttachment>(value),
         ("storage.k8s.io", "CSIStorageCapacity") => round::<storage::CSIStorageCapacity>(value),
         ("apiregistration.k8s.io", "APIService") => round::<apiregistration::APIService>(value),
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => {
+            round::<admissionregistration::ValidatingWebhookConfiguration>(value)
+        }
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
+            round::<admissionregistration::MutatingWebhookConfiguration>(value)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            round::<admissionregistration::ValidatingAdmissionPolicy>(value)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
+            round::<admissionregistration::ValidatingAdmissionPolicyBinding>(value)
+        }
         _ => Ok(value.clone()),
     };
     let mut object = result.map_err(|reason| DecodeError {
@@ -128,7 +141,9 @@ pub fn roundtrip(rt: &ResourceType, mut input: Value) -> Result<Decoded, DecodeE
 
 /// Upstream decodes `[]byte` fields with Go's standard base64 decoder, which skips line breaks
 /// (`"aGVsbG8g\nd29ybGQ="` is accepted and stored unwrapped); k8s-openapi's decoder refuses them.
-/// The byte fields of the types decoded here lose their `\r` and `\n` first.
+/// The byte fields of the types decoded here (Secret data, ConfigMap binaryData, the
+/// `caBundle` of APIServices and of webhook client configurations) lose their `\r` and `\n`
+/// first.
 fn unwrap_base64(rt: &ResourceType, input: &mut Value) {
     fn unwrap(v: &mut Value) {
         if let Value::String(s) = v
@@ -147,10 +162,25 @@ fn unwrap_base64(rt: &ResourceType, input: &mut Value) {
             map.values_mut().for_each(unwrap);
         }
     }
-    if (rt.group.as_str(), rt.kind.as_str()) == ("apiregistration.k8s.io", "APIService")
-        && let Some(v) = input.pointer_mut("/spec/caBundle")
-    {
-        unwrap(v);
+    match (rt.group.as_str(), rt.kind.as_str()) {
+        ("apiregistration.k8s.io", "APIService") => {
+            if let Some(v) = input.pointer_mut("/spec/caBundle") {
+                unwrap(v);
+            }
+        }
+        (
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration",
+        ) => {
+            if let Some(Value::Array(hooks)) = input.get_mut("webhooks") {
+                for hook in hooks {
+                    if let Some(v) = hook.pointer_mut("/clientConfig/caBundle") {
+                        unwrap(v);
+                    }
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -225,5 +255,32 @@ mod tests {
         )
         .expect_err("other symbols are still refused");
         assert!(e.reason.starts_with("data.k"), "{e}");
+    }
+
+    #[test]
+    fn webhook_ca_bundles_with_line_breaks_decode_as_upstream() {
+        let reg = Registry::builtin();
+        for kind in [
+            "ValidatingWebhookConfiguration",
+            "MutatingWebhookConfiguration",
+        ] {
+            let rt = reg
+                .by_kind("admissionregistration.k8s.io/v1", kind)
+                .expect("served");
+            let d = roundtrip(
+                &rt,
+                json!({"metadata": {"name": "w"}, "webhooks": [
+                    {"name": "a.example.com", "sideEffects": "None",
+                     "admissionReviewVersions": ["v1"],
+                     "clientConfig": {"url": "https://a.example.com", "caBundle": "aGVsbG8g\nd29ybGQ="}}]}),
+            )
+            .expect("line breaks in the CA bundle are skipped");
+            assert_eq!(
+                d.object["webhooks"][0]["clientConfig"]["caBundle"],
+                json!("aGVsbG8gd29ybGQ="),
+                "{kind}"
+            );
+            assert!(d.unknown_fields.is_empty(), "{:?}", d.unknown_fields);
+        }
     }
 }

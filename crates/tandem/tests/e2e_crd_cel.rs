@@ -1,6 +1,7 @@
-//! End-to-end: CRD validation rules using Kubernetes' CEL libraries (issue 17), as
-//! kube-apiserver evaluates them (`k8s.io/apiserver/pkg/cel/library`), and upstream's static
-//! cost limit refusing a rule over an unbounded list at CRD creation.
+//! End-to-end: CRD validation rules using Kubernetes' CEL libraries (issue 17) and CEL's
+//! timestamps and durations (over `format: date-time` and `duration` fields), as kube-apiserver
+//! evaluates them (`k8s.io/apiserver/pkg/cel/library`, `pkg/cel/common/values.go`), and
+//! upstream's static cost limit refusing a rule over an unbounded list at CRD creation.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected shapes")]
 
 mod common;
@@ -120,4 +121,72 @@ fn a_rule_over_an_unbounded_list_is_refused_until_bounded() {
     let bounded = crd(r#""maxItems":16,"items":{"type":"string","maxLength":64},"#);
     let out = s.kubectl_stdin(&["create", "-f", "-"], &bounded);
     assert!(out.success(), "a bounded rule: {}", out.combined());
+}
+
+#[test]
+fn a_timestamp_rule_refuses_a_bad_object_with_its_message() {
+    let s = Server::start();
+    let crd = r#"{
+      "apiVersion": "apiextensions.k8s.io/v1",
+      "kind": "CustomResourceDefinition",
+      "metadata": {"name": "leases.cel.example.com"},
+      "spec": {
+        "group": "cel.example.com",
+        "scope": "Namespaced",
+        "names": {"plural": "leases", "singular": "lease", "kind": "Lease"},
+        "versions": [{
+          "name": "v1", "served": true, "storage": true,
+          "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+              "expiry": {"type": "string", "format": "date-time",
+                "x-kubernetes-validations": [{"rule": "self > timestamp('2020-01-01T00:00:00Z')",
+                  "message": "expiry must be after 2020"}]},
+              "ttl": {"type": "string", "format": "duration",
+                "x-kubernetes-validations": [{"rule": "self <= duration('24h')",
+                  "message": "ttl must be at most a day"}]}
+            }}
+          }}}
+        }]
+      }
+    }"#;
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], crd);
+    assert!(out.success(), "{}", out.combined());
+    let out = s.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/leases.cel.example.com",
+        "--timeout=30s",
+    ]);
+    assert!(out.success(), "{}", out.combined());
+    let lease = |name: &str, expiry: &str, ttl: &str| {
+        format!(
+            r#"{{"apiVersion":"cel.example.com/v1","kind":"Lease","metadata":{{"name":"{name}","namespace":"default"}},"spec":{{"expiry":"{expiry}","ttl":"{ttl}"}}}}"#
+        )
+    };
+
+    let out = s.kubectl_stdin(
+        &["create", "-f", "-"],
+        &lease("good", "2030-06-01T12:00:00+02:00", "90m"),
+    );
+    assert!(out.success(), "a valid object: {}", out.combined());
+    for (bad, path, message) in [
+        (
+            lease("stale", "2019-12-31T23:00:00-00:30", "1h"),
+            "spec.expiry",
+            "expiry must be after 2020",
+        ),
+        (
+            lease("long", "2030-01-01T00:00:00Z", "2 days"),
+            "spec.ttl",
+            "ttl must be at most a day",
+        ),
+    ] {
+        let out = s.kubectl_stdin(&["create", "-f", "-"], &bad);
+        assert!(!out.success(), "{path}: an invalid object was accepted");
+        assert!(
+            out.stderr.contains(&format!("{path}: Invalid value")) && out.stderr.contains(message),
+            "{path}: {}",
+            out.stderr
+        );
+    }
 }

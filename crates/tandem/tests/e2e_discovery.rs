@@ -97,6 +97,10 @@ fn api_resources_lists_core_apps_and_windows_resources_with_short_names() {
         "csistoragecapacities",
         "volumeattachments",
         "apiservices",
+        "mutatingwebhookconfigurations",
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicybindings",
+        "validatingwebhookconfigurations",
     ] {
         row(name);
     }
@@ -146,6 +150,7 @@ fn api_versions_lists_every_served_group_version() {
         "scheduling.k8s.io/v1",
         "storage.k8s.io/v1",
         "apiregistration.k8s.io/v1",
+        "admissionregistration.k8s.io/v1",
         "windows.k8s.io/v1",
     ] {
         assert!(

@@ -182,6 +182,53 @@ fn secrets_lists_and_status_round_trip() {
 }
 
 #[test]
+fn admission_configurations_round_trip_with_their_defaults() {
+    use k8s_pb::api::admissionregistration::v1 as admissionregistration;
+    let hooks = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "hooks", "generation": 1},
+        "webhooks": [{"name": "pods.hooks.example.com", "admissionReviewVersions": ["v1"],
+                      "sideEffects": "None", "failurePolicy": "Fail", "matchPolicy": "Equivalent",
+                      "namespaceSelector": {}, "objectSelector": {}, "timeoutSeconds": 10,
+                      "clientConfig": {"caBundle": "aGVsbG8=",
+                                       "service": {"namespace": "hooks", "name": "svc", "port": 443}},
+                      "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                                 "resources": ["pods"], "scope": "*"}]}],
+    });
+    let bytes = encode(&hooks).expect("message").expect("encodes");
+    let (tm, raw) = unwrap_envelope(&bytes);
+    assert_eq!(tm.kind.as_deref(), Some("ValidatingWebhookConfiguration"));
+    let typed = admissionregistration::ValidatingWebhookConfiguration::decode(raw.as_slice())
+        .expect("prost decodes");
+    let hook = &typed.webhooks[0];
+    assert_eq!(hook.timeout_seconds, Some(10));
+    assert_eq!(
+        hook.client_config
+            .as_ref()
+            .and_then(|c| c.ca_bundle.as_deref()),
+        Some(&b"hello"[..])
+    );
+    assert!(hook.namespace_selector.is_some(), "{hook:?}");
+    assert_eq!(decode(&bytes).expect("decodes"), hooks);
+
+    let policy = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "p"},
+        "spec": {"failurePolicy": "Fail",
+                 "paramKind": {"apiVersion": "example.com/v1", "kind": "Limits"},
+                 "matchConstraints": {"matchPolicy": "Equivalent", "namespaceSelector": {},
+                                      "objectSelector": {},
+                                      "resourceRules": [{"operations": ["CREATE"], "apiGroups": ["apps"],
+                                                         "apiVersions": ["v1"], "resources": ["deployments"],
+                                                         "scope": "*"}]},
+                 "validations": [{"expression": "object.spec.replicas < 5", "reason": "Invalid"}]},
+        "status": {},
+    });
+    let bytes = encode(&policy).expect("message").expect("encodes");
+    assert_eq!(decode(&bytes).expect("decodes"), policy);
+}
+
+#[test]
 fn watch_frames_are_length_prefixed_events_with_embedded_objects() {
     let event = json!({"type": "ADDED", "object": {
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"}}});

@@ -12,7 +12,7 @@ use tandem_core::field::FieldError;
 use tandem_core::registry::ResourceType;
 use tandem_store::{KeyValue, Revision, StoreError};
 
-use super::write::{custom_prepare_for_create, run_admission};
+use super::write::{WebhookWrite, custom_prepare_for_create, run_admission};
 use super::{Ctx, Reply, is_service, parse_stored, to_stored, with_rv};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
@@ -289,6 +289,18 @@ impl State {
         .await?;
         crate::auth::set_requester(&ctx.user, rt, &mut obj);
         crate::auth::admit_write(self, &ctx.user, "create", rt, None, Some(&obj), None)?;
+        let hooks = WebhookWrite {
+            op: "CREATE",
+            rt,
+            sub: "",
+            kind: &rt.kind,
+            kind_group_version: None,
+            ns,
+            name: &name,
+            options: Value::Null,
+        };
+        self.webhooks_mutate(ctx, &hooks, Some(&mut obj), None)
+            .await?;
         if is_service(rt) {
             errors.extend(crate::service_alloc::allocate(self, rt, &mut obj, None));
         }
@@ -300,6 +312,8 @@ impl State {
         if !errors.is_empty() {
             return Err(ApiError::invalid(rt, &name, &errors));
         }
+        self.webhooks_validate(ctx, &hooks, Some(&obj), None)
+            .await?;
         ctx.track(rt, schema.as_deref(), None, &mut obj);
         Ok(obj)
     }

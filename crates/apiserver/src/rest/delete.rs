@@ -98,6 +98,19 @@ impl State {
                     ),
                 ));
             }
+            let hooks = super::write::WebhookWrite {
+                op: "DELETE",
+                rt,
+                sub: "",
+                kind: &rt.kind,
+                kind_group_version: None,
+                ns,
+                name,
+                options: opts.clone(),
+            };
+            self.webhooks_mutate(ctx, &hooks, None, Some(&old)).await?;
+            self.webhooks_validate(ctx, &hooks, None, Some(&old))
+                .await?;
             let grace = self.grace_period(rt, &old, grace_param);
             let mut finalizers = meta::finalizers(&old);
             match propagation.as_deref() {

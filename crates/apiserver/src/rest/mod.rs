@@ -36,6 +36,7 @@ use tandem_store::{Revision, StoreError};
 pub use filter::Filter;
 pub use reads::Continue;
 pub use update::PatchKind;
+pub(crate) use write::WebhookWrite;
 
 use crate::cache::set_resource_version;
 use crate::error::{ApiError, ApiResult};
@@ -64,6 +65,9 @@ pub struct Ctx {
     pub user_agent: Option<String>,
     /// Set while a server-side apply is being written: apply maintains managedFields itself.
     pub applying: bool,
+    /// Set once admission webhooks have seen this request in another form (a Scale, before the
+    /// scaled object's update), so the write does not call them again.
+    pub webhooks_done: bool,
 }
 
 impl Ctx {
@@ -77,6 +81,7 @@ impl Ctx {
             user: Arc::new(crate::auth::UserInfo::internal(user)),
             user_agent: None,
             applying: false,
+            webhooks_done: false,
         }
     }
 

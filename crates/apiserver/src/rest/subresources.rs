@@ -98,6 +98,29 @@ impl State {
                 )],
             ));
         }
+        // Admission webhooks see the Scale (upstream's scale REST admits the Scale object, and
+        // the update of the scaled object is not admitted again).
+        let old_scale = self.scale_of(rt, old);
+        let mut new_scale = old_scale.clone();
+        new_scale["spec"]["replicas"] = json!(replicas);
+        let hooks = super::write::WebhookWrite {
+            op: "UPDATE",
+            rt,
+            sub: "scale",
+            kind: "Scale",
+            kind_group_version: Some(("autoscaling", "v1")),
+            ns: at.ns,
+            name,
+            options: Value::Null,
+        };
+        self.webhooks_mutate(ctx, &hooks, Some(&mut new_scale), Some(&old_scale))
+            .await?;
+        let replicas = new_scale
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(replicas);
+        self.webhooks_validate(ctx, &hooks, Some(&new_scale), Some(&old_scale))
+            .await?;
         let mut new = old.clone();
         match self.registry.custom(rt).and_then(|c| c.scale.clone()) {
             Some(paths) => set_at_pointer(
@@ -107,7 +130,10 @@ impl State {
             ),
             None => new["spec"]["replicas"] = json!(replicas),
         }
-        match self.commit_update(ctx, rt, at, new, stored, None).await? {
+        let webhooks_done = std::mem::replace(&mut ctx.webhooks_done, true);
+        let result = self.commit_update(ctx, rt, at, new, stored, None).await;
+        ctx.webhooks_done = webhooks_done;
+        match result? {
             Reply::Value(code, v) => Ok(Reply::Value(code, self.scale_of(rt, &v))),
             other => Ok(other),
         }

@@ -98,6 +98,126 @@ pub(super) async fn run_admission(
     Ok(())
 }
 
+/// A write as the admission webhooks see it: the operation, the type and subresource the
+/// request named, the kind of the objects sent, where the object lives and the operation's
+/// options.
+pub(crate) struct WebhookWrite<'a> {
+    pub op: &'static str,
+    pub rt: &'a ResourceType,
+    pub sub: &'a str,
+    pub kind: &'a str,
+    /// See `crate::webhook::Attempt::kind_group_version`.
+    pub kind_group_version: Option<(&'a str, &'a str)>,
+    pub ns: Option<&'a str>,
+    pub name: &'a str,
+    /// `CreateOptions`, `UpdateOptions` or `DeleteOptions` (without `kind`/`apiVersion`).
+    pub options: Value,
+}
+
+impl WebhookWrite<'_> {
+    fn options_json(&self, ctx: &Ctx) -> Value {
+        let kind = match self.op {
+            "CREATE" => "CreateOptions",
+            "UPDATE" => "UpdateOptions",
+            "DELETE" => "DeleteOptions",
+            _ => "",
+        };
+        let mut o = match &self.options {
+            Value::Object(m) => m.clone(),
+            _ => Default::default(),
+        };
+        if !kind.is_empty() {
+            o.insert("kind".into(), json!(kind));
+            o.insert("apiVersion".into(), json!("meta.k8s.io/v1"));
+        }
+        if ctx.dry_run() {
+            o.insert("dryRun".into(), json!(["All"]));
+        }
+        if let Some(m) = ctx
+            .query
+            .get("fieldManager")
+            .filter(|_| self.op != "DELETE")
+        {
+            o.insert("fieldManager".into(), json!(m));
+        }
+        Value::Object(o)
+    }
+}
+
+impl State {
+    /// Calls the mutating admission webhooks that match `w` (see `crate::webhook`), with the
+    /// warnings they return added to the answer's.
+    pub(crate) async fn webhooks_mutate(
+        &self,
+        ctx: &mut Ctx,
+        w: &WebhookWrite<'_>,
+        obj: Option<&mut Value>,
+        old: Option<&Value>,
+    ) -> ApiResult<()> {
+        if ctx.webhooks_done {
+            return Ok(());
+        }
+        let user = ctx.user.clone();
+        let attempt = crate::webhook::Attempt {
+            operation: w.op,
+            rt: w.rt,
+            subresource: w.sub,
+            kind: w.kind,
+            kind_group_version: w.kind_group_version,
+            namespace: w.ns.unwrap_or_default(),
+            name: w.name,
+            user: &user,
+            dry_run: ctx.dry_run(),
+            options: w.options_json(ctx),
+        };
+        let mut warnings = Vec::new();
+        let result = self
+            .mutating_webhooks(&mut warnings, &attempt, obj, old)
+            .await;
+        ctx.warnings.extend(warnings);
+        result
+    }
+
+    /// The validating phase of admission for `w`: the ValidatingAdmissionPolicies, then the
+    /// validating webhooks.
+    pub(crate) async fn webhooks_validate(
+        &self,
+        ctx: &mut Ctx,
+        w: &WebhookWrite<'_>,
+        obj: Option<&Value>,
+        old: Option<&Value>,
+    ) -> ApiResult<()> {
+        if ctx.webhooks_done {
+            return Ok(());
+        }
+        let user = ctx.user.clone();
+        let attempt = crate::webhook::Attempt {
+            operation: w.op,
+            rt: w.rt,
+            subresource: w.sub,
+            kind: w.kind,
+            kind_group_version: w.kind_group_version,
+            namespace: w.ns.unwrap_or_default(),
+            name: w.name,
+            user: &user,
+            dry_run: ctx.dry_run(),
+            options: w.options_json(ctx),
+        };
+        let mut warnings = Vec::new();
+        // ValidatingAdmissionPolicies run before the validating webhooks, as upstream's
+        // plugins are ordered.
+        let result = match self.validating_policies(&mut warnings, &attempt, obj, old) {
+            Ok(()) => {
+                self.validating_webhooks(&mut warnings, &attempt, obj, old)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        ctx.warnings.extend(warnings);
+        result
+    }
+}
+
 /// The update through a subresource that changes one list only (`approval`, `finalize`): the
 /// stored object with `/<parent>/<field>` taken from the request (empty when the request has
 /// none); the rest of the object stays as stored.
@@ -231,6 +351,16 @@ impl State {
             }
         }
         crate::auth::admit_write(self, &ctx.user, "update", rt, sub, Some(&new), Some(old))?;
+        let hooks = WebhookWrite {
+            op: "UPDATE",
+            rt,
+            sub: sub.unwrap_or_default(),
+            kind: &rt.kind,
+            kind_group_version: None,
+            ns,
+            name,
+            options: Value::Null,
+        };
         let mut errors = Vec::new();
         if sub.is_none() {
             run_admission(
@@ -252,6 +382,8 @@ impl State {
                 ));
             }
         }
+        self.webhooks_mutate(ctx, &hooks, Some(&mut new), Some(old))
+            .await?;
         errors.extend(match sub {
             Some("status" | "finalize" | "approval") => {
                 crate::pipeline::validate_status_update(rt, &new, old)
@@ -273,6 +405,8 @@ impl State {
         if !errors.is_empty() {
             return Err(ApiError::invalid(rt, name, &errors));
         }
+        self.webhooks_validate(ctx, &hooks, Some(&new), Some(old))
+            .await?;
         if sub.is_none() {
             ctx.track(rt, schema.as_deref(), Some(old), &mut new);
             self.admit_quota(rt, &new, Some(old), ctx.dry_run()).await?;

@@ -20,6 +20,9 @@
 //! | [`priority`] | the `Priority` admission plugin (run by the API server, which looks up the PriorityClasses) |
 //! | [`service_account`] | the `ServiceAccount` admission plugin's pod mutation (run by the API server, which looks up the account) |
 //! | [`limit_ranger`] | the `LimitRanger` admission plugin (run by the API server, which looks up the LimitRanges) |
+//! | [`matching`] | the webhook and policy rule, `matchPolicy` and selector predicates (`admission/plugin/webhook/predicates`) |
+//! | [`policy`] | ValidatingAdmissionPolicy and CEL `matchConditions` (`admission/plugin/policy/validating`, `plugin/cel`) |
+//! | [`review`] | the `admission.k8s.io/v1` AdmissionReview a webhook is sent and answers (`admission/plugin/webhook/request`) |
 //! | [`warnings`] | beyond upstream: fields the API accepts but Windows nodes cannot honour |
 
 pub mod default_ingress_class;
@@ -28,8 +31,11 @@ pub mod default_tolerations;
 pub mod gmsa;
 pub mod host_process;
 pub mod limit_ranger;
+pub mod matching;
 pub mod pod_os;
+pub mod policy;
 pub mod priority;
+pub mod review;
 pub mod runtime_class;
 pub mod service_account;
 pub mod tolerations;

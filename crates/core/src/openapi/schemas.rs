@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use k8s_openapi::api::{
-    apps, authentication, authorization, autoscaling, batch, certificates, coordination, core,
-    discovery, events, networking, node, policy, rbac, scheduling, storage,
+    admissionregistration, apps, authentication, authorization, autoscaling, batch, certificates,
+    coordination, core, discovery, events, networking, node, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
@@ -90,6 +90,10 @@ const TYPED_KINDS: &[TypedKind] = typed_kinds! {
     "storage.k8s.io/v1" "VolumeAttachment" => storage::v1::VolumeAttachment, list: true;
     "storage.k8s.io/v1" "CSIStorageCapacity" => storage::v1::CSIStorageCapacity, list: true;
     "apiregistration.k8s.io/v1" "APIService" => apiregistration::v1::APIService, list: true;
+    "admissionregistration.k8s.io/v1" "MutatingWebhookConfiguration" => admissionregistration::v1::MutatingWebhookConfiguration, list: true;
+    "admissionregistration.k8s.io/v1" "ValidatingAdmissionPolicy" => admissionregistration::v1::ValidatingAdmissionPolicy, list: true;
+    "admissionregistration.k8s.io/v1" "ValidatingAdmissionPolicyBinding" => admissionregistration::v1::ValidatingAdmissionPolicyBinding, list: true;
+    "admissionregistration.k8s.io/v1" "ValidatingWebhookConfiguration" => admissionregistration::v1::ValidatingWebhookConfiguration, list: true;
     "authentication.k8s.io/v1" "SelfSubjectReview" => authentication::v1::SelfSubjectReview, list: false;
     "authentication.k8s.io/v1" "TokenReview" => authentication::v1::TokenReview, list: false;
     "authorization.k8s.io/v1" "LocalSubjectAccessReview" => authorization::v1::LocalSubjectAccessReview, list: false;

@@ -2,7 +2,8 @@
 //! struct tags of upstream's Go types, which strategic merge patch and the OpenAPI extensions
 //! `x-kubernetes-patch-strategy`/`x-kubernetes-patch-merge-key` both need.
 //!
-//! The table mirrors the struct tags in `k8s.io/api/{core,apps,batch,autoscaling,policy}/…/types.go`
+//! The table mirrors the struct tags in
+//! `k8s.io/api/{core,apps,batch,autoscaling,policy,admissionregistration}/…/types.go`
 //! and `k8s.io/apimachinery/pkg/apis/meta/v1/types.go` (Kubernetes 1.32/1.33). Fields that are
 //! not listed have no tag: their lists are replaced atomically and their maps merged.
 
@@ -133,6 +134,43 @@ const META_ROWS: &[Row] = &[
 
 /// Definitions outside the four groups above, by full name.
 const OTHER_ROWS: &[Row] = &[
+    // admissionregistration.k8s.io/v1: webhooks, match conditions and variables merge by name.
+    (
+        "io.k8s.api.admissionregistration.v1.ValidatingWebhookConfiguration",
+        "webhooks",
+        MERGE,
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1.MutatingWebhookConfiguration",
+        "webhooks",
+        MERGE,
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1.ValidatingWebhook",
+        "matchConditions",
+        MERGE,
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1.MutatingWebhook",
+        "matchConditions",
+        MERGE,
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicySpec",
+        "matchConditions",
+        MERGE,
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicySpec",
+        "variables",
+        MERGE,
+        Some("name"),
+    ),
     (
         "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerStatus",
         "conditions",

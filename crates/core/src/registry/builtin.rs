@@ -18,6 +18,7 @@ pub(super) struct Spec {
 }
 
 const ALL: &[&str] = &["all"];
+const API_EXTENSIONS: &[&str] = &["api-extensions"];
 
 /// What a full REST storage serves (upstream's `Store` with every interface implemented), in
 /// the sorted order discovery lists verbs.
@@ -600,6 +601,52 @@ pub(super) const BUILTIN: &[Spec] = &[
         namespaced: true,
         short: &["ev"],
         categories: &[],
+        sub: &[],
+        verbs: READ_WRITE,
+    },
+    // admissionregistration.k8s.io/v1: upstream's `registry/admissionregistration/*/storage`;
+    // every kind in category `api-extensions`, only the policy with a `status` subresource.
+    Spec {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "MutatingWebhookConfiguration",
+        plural: "mutatingwebhookconfigurations",
+        namespaced: false,
+        short: &[],
+        categories: API_EXTENSIONS,
+        sub: &[],
+        verbs: READ_WRITE,
+    },
+    Spec {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "ValidatingAdmissionPolicy",
+        plural: "validatingadmissionpolicies",
+        namespaced: false,
+        short: &[],
+        categories: API_EXTENSIONS,
+        sub: &["status"],
+        verbs: READ_WRITE,
+    },
+    Spec {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "ValidatingAdmissionPolicyBinding",
+        plural: "validatingadmissionpolicybindings",
+        namespaced: false,
+        short: &[],
+        categories: API_EXTENSIONS,
+        sub: &[],
+        verbs: READ_WRITE,
+    },
+    Spec {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "ValidatingWebhookConfiguration",
+        plural: "validatingwebhookconfigurations",
+        namespaced: false,
+        short: &[],
+        categories: API_EXTENSIONS,
         sub: &[],
         verbs: READ_WRITE,
     },

@@ -10,6 +10,7 @@
 //! Like upstream's `printerstorage.TableConvertor`, rows always carry the wide (priority 1)
 //! cells: `kubectl` hides those columns unless asked for `-o wide`.
 
+mod admissionregistration;
 mod age;
 mod autoscaling;
 mod certificates;
@@ -143,6 +144,9 @@ enum Printer {
     CsiStorageCapacity,
     VolumeAttachment,
     ApiService,
+    WebhookConfiguration,
+    ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding,
     /// `rest.defaultTableConvertor`: built-in types without a printer (LimitRange, Role,
     /// ClusterRole).
     CreatedAt,
@@ -199,6 +203,16 @@ impl Printer {
             ("storage.k8s.io", "volumeattachments") => Printer::VolumeAttachment,
             ("storage.k8s.io", "csistoragecapacities") => Printer::CsiStorageCapacity,
             ("apiregistration.k8s.io", "apiservices") => Printer::ApiService,
+            (
+                "admissionregistration.k8s.io",
+                "validatingwebhookconfigurations" | "mutatingwebhookconfigurations",
+            ) => Printer::WebhookConfiguration,
+            ("admissionregistration.k8s.io", "validatingadmissionpolicies") => {
+                Printer::ValidatingAdmissionPolicy
+            }
+            ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => {
+                Printer::ValidatingAdmissionPolicyBinding
+            }
             _ => Printer::CustomResource,
         }
     }
@@ -708,6 +722,9 @@ pub fn columns(rt: &ResourceType) -> Vec<ColumnDefinition> {
         Printer::VolumeAttachment => storage::volume_attachment_columns(),
         Printer::CsiStorageCapacity => storage::csi_storage_capacity_columns(),
         Printer::ApiService => cluster_api::api_service_columns(),
+        Printer::WebhookConfiguration => admissionregistration::webhook_configuration_columns(),
+        Printer::ValidatingAdmissionPolicy => admissionregistration::policy_columns(),
+        Printer::ValidatingAdmissionPolicyBinding => admissionregistration::binding_columns(),
         Printer::CreatedAt => vec![NAME, col("Created At", "date", AGE_DESC)],
         Printer::CustomResource => vec![NAME, col("Age", "date", AGE_DESC)],
     }
@@ -758,6 +775,9 @@ pub fn cells(rt: &ResourceType, obj: &Value, now_unix_secs: i64) -> Vec<Value> {
         Printer::VolumeAttachment => storage::volume_attachment(obj, now),
         Printer::CsiStorageCapacity => storage::csi_storage_capacity(obj),
         Printer::ApiService => cluster_api::api_service(obj, now),
+        Printer::WebhookConfiguration => admissionregistration::webhook_configuration(obj, now),
+        Printer::ValidatingAdmissionPolicy => admissionregistration::policy(obj, now),
+        Printer::ValidatingAdmissionPolicyBinding => admissionregistration::binding(obj, now),
         Printer::CreatedAt => printers::created_at(obj),
         Printer::CustomResource => printers::custom_resource(obj, now),
     }

@@ -11,10 +11,12 @@
 //! Endpoints, EndpointSlice), [`storage`] (PVC, PV), [`config`] (ConfigMap, Secret), [`rbac`]
 //! (roles and bindings), [`networking`] (Ingress, IngressClass, NetworkPolicy), [`policy`]
 //! (PodDisruptionBudget), [`scheduling`] (PriorityClass), [`storage_api`] (StorageClass, CSI
-//! objects, VolumeAttachment), [`apiregistration`] (APIService), [`autoscaling`]
+//! objects, VolumeAttachment), [`apiregistration`] (APIService), [`admissionregistration`]
+//! (webhook configurations, ValidatingAdmissionPolicies and their bindings), [`autoscaling`]
 //! (HorizontalPodAutoscaler) and [`cluster`] (everything
 //! else), over [`names`] (string formats) and [`quantity`].
 
+pub mod admissionregistration;
 pub mod apiregistration;
 pub mod apps;
 pub mod autoscaling;
@@ -117,6 +119,18 @@ fn validate_kind(rt: &ResourceType, obj: &Value) -> Vec<FieldError> {
             storage_capacity::validate_csi_storage_capacity(obj)
         }
         ("apiregistration.k8s.io", "APIService") => apiregistration::validate_api_service(obj),
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => {
+            admissionregistration::validate_webhook_configuration(obj, false)
+        }
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
+            admissionregistration::validate_webhook_configuration(obj, true)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            admissionregistration::validate_validating_admission_policy(obj)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
+            admissionregistration::validate_validating_admission_policy_binding(obj)
+        }
         _ => Vec::new(),
     }
 }
@@ -176,6 +190,15 @@ pub fn validate_update(rt: &ResourceType, new: &Value, old: &Value) -> Vec<Field
         ("storage.k8s.io", "VolumeAttachment") => {
             storage_api::validate_volume_attachment_update(new, old)
         }
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => {
+            admissionregistration::validate_webhook_configuration_update(new, old, false)
+        }
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
+            admissionregistration::validate_webhook_configuration_update(new, old, true)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            admissionregistration::validate_validating_admission_policy_update(new, old)
+        }
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
             let mut e = validate_kind(rt, new);
             e.extend(rbac::validate_binding_update(new, old));
@@ -216,6 +239,9 @@ pub fn validate_status_update(rt: &ResourceType, new: &Value, old: &Value) -> Ve
         }
         ("apiregistration.k8s.io", "APIService") => {
             errs.extend(apiregistration::validate_api_service_status(new));
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            errs.extend(admissionregistration::validate_validating_admission_policy_status(new));
         }
         ("autoscaling", "HorizontalPodAutoscaler") => {
             errs.extend(autoscaling::validate_hpa_status(new));

@@ -4,18 +4,22 @@
 //! Each rule is compiled once, with `self` (and `oldSelf` for transition rules) bound to the
 //! node's value when evaluated. Values are converted following the schema like upstream's
 //! `UnstructuredToVal`: only declared properties are visible (with upstream's escaping of names
-//! such as `foo-bar` to `foo__dash__bar`), `number` fields are doubles, and at the resource
+//! such as `foo-bar` to `foo__dash__bar`), `number` fields are doubles, `format: date-time` and
+//! `date` strings are timestamps and `format: duration` strings durations, and at the resource
 //! root (and in embedded resources) `apiVersion`, `kind` and `metadata.name`/`generateName`
 //! are visible too.
 //!
 //! The environment has Kubernetes' CEL libraries ([`super::cel_library`]: lists, regex, URLs,
-//! IPs and CIDRs, quantities, semver, `format`) besides the standard library and the strings and
-//! lists extensions. Costs are estimated when a CRD is validated and metered when rules run
-//! ([`super::cel_cost`], which says what matches upstream and what is approximated).
+//! IPs and CIDRs, quantities, semver, `format`) besides the standard library (timestamps and
+//! durations included, which tandem provides itself rather than through the `cel` crate's
+//! `chrono` feature and its time-zone database) and the strings and lists extensions. Costs are
+//! estimated when a CRD is validated and metered when rules run ([`super::cel_cost`], which says
+//! what matches upstream and what is approximated).
 //!
 //! The `cel` crate has no type checker: a rule that is not boolean is caught
 //! when it runs (it fails like a rule that evaluates to false), and undeclared names and overload
-//! mismatches surface as evaluation errors. To keep deep
+//! mismatches surface as evaluation errors. No rule is skipped: one that calls a function this
+//! environment lacks fails with `undeclared reference`. To keep deep
 //! expressions from exhausting the stack, expressions nested deeper than
 //! [`MAX_EXPRESSION_DEPTH`] are refused when compiled, and schemas with rules deeper than
 //! [`INLINE_EXPRESSION_DEPTH`] are evaluated on a thread with a large stack.
@@ -25,10 +29,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, OnceLock};
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
-use cel::common::types::CelOptional;
-use cel::common::types::{CelBool, CelString};
+use cel::common::types::{
+    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey as Key, CelNull, CelOptional, CelString,
+};
 use cel::common::value::Val;
-use cel::objects::{Key, Map as CelMap};
 use cel::{Context, Env, ExecutionError, Program, Value as CelValue};
 use serde_json::{Map, Value};
 
@@ -44,25 +48,6 @@ pub(crate) const MAX_EXPRESSION_DEPTH: usize = 64;
 pub(crate) const INLINE_EXPRESSION_DEPTH: usize = 12;
 /// Upstream `celconfig.MaxEvaluatedMessageExpressionSizeBytes`.
 const MAX_MESSAGE_EXPRESSION_BYTES: usize = 5 * 1024;
-
-/// Functions of Kubernetes' CEL environment that this engine does not provide: timestamps and
-/// durations need the `cel` crate's `chrono` feature, which brings `chrono`, `chrono-tz` (the
-/// whole IANA database compiled in, 8 MiB of source), `phf` and `iana-time-zone` into the tree;
-/// left out to keep it lean. A rule whose evaluation reaches one is skipped rather than failed.
-const UNSUPPORTED_LIBRARY: [&str; 12] = [
-    "duration",
-    "timestamp",
-    "getDate",
-    "getDayOfMonth",
-    "getDayOfWeek",
-    "getDayOfYear",
-    "getFullYear",
-    "getHours",
-    "getMilliseconds",
-    "getMinutes",
-    "getMonth",
-    "getSeconds",
-];
 
 /// One compiled `x-kubernetes-validations` entry.
 #[derive(Debug)]
@@ -264,6 +249,12 @@ fn compile_rule(raw: RawRule) -> CompiledRule {
         metered,
         message_metered,
     }
+}
+
+/// Whether `source` compiles in [`rule_env`], with the compiler's message when it does not
+/// (without the `compilation failed: ` prefix callers add).
+pub(crate) fn check_expression(source: &str) -> Result<(), String> {
+    compile_expression(source).map(|_| ())
 }
 
 /// Parses `source`, refusing expressions nested too deeply to evaluate safely.
@@ -529,52 +520,58 @@ pub(crate) fn escape(ident: &str) -> Option<String> {
     Some(out)
 }
 
-fn cel_str(s: &str) -> CelValue {
-    CelValue::String(Arc::new(s.to_string()))
+fn cel_map<'a>(entries: HashMap<Key<'a>, Box<dyn Val + 'a>>) -> Box<dyn Val + 'a> {
+    Box::new(CelMap::from(entries))
 }
 
-fn cel_map(entries: HashMap<Key, CelValue>) -> CelValue {
-    CelValue::Map(CelMap {
-        map: Arc::new(entries),
-    })
-}
-
-/// Converts an unstructured value to CEL following `node` (upstream `UnstructuredToVal`).
-fn to_cel(node: Option<&Node>, v: &Value, resource_root: bool, depth: usize) -> CelValue {
+/// Converts an unstructured value to CEL following `node` (upstream `UnstructuredToVal`),
+/// borrowing its strings. Strings of `format: date-time`, `date` and `duration` schemas become
+/// timestamps and durations ([`super::cel_library::time_from_schema_string`]).
+fn to_cel<'a>(
+    node: Option<&Node>,
+    v: &'a Value,
+    resource_root: bool,
+    depth: usize,
+) -> Box<dyn Val + 'a> {
     if depth > super::MAX_DEPTH {
-        return CelValue::Null;
+        return Box::new(CelNull);
     }
     match v {
-        Value::Null => CelValue::Null,
-        Value::Bool(b) => CelValue::Bool(*b),
-        Value::String(s) => cel_str(s),
+        Value::Null => Box::new(CelNull),
+        Value::Bool(b) => Box::new(CelBool::from(*b)),
+        Value::String(s) => {
+            let formatted = node
+                .filter(|n| n.ty == "string" && !n.int_or_string)
+                .and_then(|n| super::cel_library::time_from_schema_string(&n.format_name, s));
+            formatted.unwrap_or_else(|| Box::new(CelString::from(s.as_str())))
+        }
         Value::Number(n) => {
             let ty = node.map_or("", |n| n.ty.as_str());
             if ty == "number" {
-                CelValue::Float(n.as_f64().unwrap_or(0.0))
+                Box::new(CelDouble::from(n.as_f64().unwrap_or(0.0)))
             } else if let Some(i) = n.as_i64() {
-                CelValue::Int(i)
+                Box::new(CelInt::from(i))
             } else {
                 let f = n.as_f64().unwrap_or(0.0);
                 if ty == "integer" && f.fract() == 0.0 && f.abs() < 9.2e18 {
-                    CelValue::Int(f as i64)
+                    Box::new(CelInt::from(f as i64))
                 } else {
-                    CelValue::Float(f)
+                    Box::new(CelDouble::from(f))
                 }
             }
         }
         Value::Array(items) => {
             let item_node = node.and_then(|n| n.items.as_deref());
             let embedded = item_node.is_some_and(|n| n.embedded_resource);
-            CelValue::List(Arc::new(
+            Box::new(CelList::from(
                 items
                     .iter()
                     .map(|i| to_cel(item_node, i, embedded, depth + 1))
-                    .collect(),
+                    .collect::<Vec<_>>(),
             ))
         }
         Value::Object(map) => {
-            let mut out = HashMap::new();
+            let mut out: HashMap<Key<'a>, Box<dyn Val + 'a>> = HashMap::new();
             match node {
                 Some(n) if !n.properties.is_empty() || resource_root => {
                     for (k, child_node) in &n.properties {
@@ -585,7 +582,7 @@ fn to_cel(node: Option<&Node>, v: &Value, resource_root: bool, depth: usize) -> 
                             continue;
                         };
                         out.insert(
-                            Key::String(Arc::new(name)),
+                            Key::from(name),
                             to_cel(
                                 Some(child_node),
                                 val,
@@ -597,20 +594,17 @@ fn to_cel(node: Option<&Node>, v: &Value, resource_root: bool, depth: usize) -> 
                     if resource_root {
                         for k in ["apiVersion", "kind"] {
                             if let Some(val) = map.get(k) {
-                                out.insert(
-                                    Key::String(Arc::new(k.to_string())),
-                                    to_cel(None, val, false, depth + 1),
-                                );
+                                out.insert(Key::from(k), to_cel(None, val, false, depth + 1));
                             }
                         }
                         if let Some(Value::Object(meta)) = map.get("metadata") {
-                            let mut m = HashMap::new();
+                            let mut m: HashMap<Key<'a>, Box<dyn Val + 'a>> = HashMap::new();
                             for k in ["name", "generateName"] {
                                 if let Some(Value::String(s)) = meta.get(k) {
-                                    m.insert(Key::String(Arc::new(k.to_string())), cel_str(s));
+                                    m.insert(Key::from(k), Box::new(CelString::from(s.as_str())));
                                 }
                             }
-                            out.insert(Key::String(Arc::new("metadata".to_string())), cel_map(m));
+                            out.insert(Key::from("metadata"), cel_map(m));
                         }
                     }
                 }
@@ -618,28 +612,18 @@ fn to_cel(node: Option<&Node>, v: &Value, resource_root: bool, depth: usize) -> 
                     let ap = n.additional_schema();
                     let embedded = ap.is_some_and(|a| a.embedded_resource);
                     for (k, val) in map {
-                        out.insert(
-                            Key::String(Arc::new(k.clone())),
-                            to_cel(ap, val, embedded, depth + 1),
-                        );
+                        out.insert(Key::from(k.as_str()), to_cel(ap, val, embedded, depth + 1));
                     }
                 }
                 _ => {
                     for (k, val) in map {
-                        out.insert(
-                            Key::String(Arc::new(k.clone())),
-                            to_cel(None, val, false, depth + 1),
-                        );
+                        out.insert(Key::from(k.as_str()), to_cel(None, val, false, depth + 1));
                     }
                 }
             }
             cel_map(out)
         }
     }
-}
-
-fn boxed(v: CelValue) -> Option<Box<dyn Val>> {
-    Box::<dyn Val>::try_from(v).ok()
 }
 
 /// cel-go's wording for the evaluation errors CRD authors meet most.
@@ -650,6 +634,9 @@ fn execution_error_text(e: &ExecutionError) -> String {
         ExecutionError::UndeclaredReference(r) => format!("undeclared reference to '{r}'"),
         ExecutionError::DivisionByZero(_) => "division by zero".to_string(),
         ExecutionError::RemainderByZero(_) => "modulus by zero".to_string(),
+        // A library function's own error reads as cel-go's error value does: its message alone
+        // (`timestamp overflow`, `type conversion error from …`).
+        ExecutionError::FunctionError { message, .. } => message.clone(),
         other => {
             let s = other.to_string();
             let mut c = s.chars();
@@ -888,18 +875,15 @@ fn validate_expressions(
         }
         let env = env();
         let mut ctx = Context::with_env(Arc::clone(env));
-        let Some(s) = boxed(self_val.clone()) else {
-            continue;
-        };
-        ctx.add_variable_as_val("self", s);
+        ctx.add_variable_as_val("self", self_val.clone_as_boxed());
         if optional {
-            let opt = match old_val.clone().and_then(boxed) {
-                Some(v) => CelOptional::of(v),
+            let opt = match &old_val {
+                Some(v) => CelOptional::of(v.clone_as_boxed()),
                 None => CelOptional::none(),
             };
             ctx.add_variable_as_val("oldSelf", Box::new(opt));
-        } else if let Some(v) = old_val.clone().and_then(boxed) {
-            ctx.add_variable_as_val("oldSelf", v);
+        } else if let Some(v) = &old_val {
+            ctx.add_variable_as_val("oldSelf", v.clone_as_boxed());
         }
         let (result, spent) = run_metered(program, &ctx);
         let over_limit = format!(
@@ -913,13 +897,6 @@ fn validate_expressions(
         let failed = match result {
             Outcome::Bool(true) => false,
             Outcome::Bool(false) | Outcome::Str(_) | Outcome::Other => true,
-            Outcome::Error(ExecutionError::UndeclaredReference(name))
-                if UNSUPPORTED_LIBRARY.contains(&name.as_str()) =>
-            {
-                // A Kubernetes library function the `cel` crate lacks: upstream would have
-                // evaluated it, so the rule is not held against the object.
-                continue;
-            }
             Outcome::Error(e) => {
                 let detail = match &e {
                     ExecutionError::NoSuchOverload(_) => format!(
@@ -969,11 +946,9 @@ fn validate_expressions(
                 // The message expression sees `oldSelf` as a plain value, like upstream's
                 // non-optional activation.
                 let mut mctx = Context::with_env(Arc::clone(env));
-                if let Some(s) = boxed(self_val.clone()) {
-                    mctx.add_variable_as_val("self", s);
-                }
-                if let Some(v) = old_val.clone().and_then(boxed) {
-                    mctx.add_variable_as_val("oldSelf", v);
+                mctx.add_variable_as_val("self", self_val.clone_as_boxed());
+                if let Some(v) = &old_val {
+                    mctx.add_variable_as_val("oldSelf", v.clone_as_boxed());
                 }
                 let (outcome, spent) = run_metered(mp, &mctx);
                 let over_limit = format!(

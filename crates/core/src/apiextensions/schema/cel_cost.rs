@@ -13,10 +13,11 @@
 //!   ordering on the shorter side, `+` on both, `contains` the product of both sides' factors,
 //!   `matches`/`find` `ceil((size + 1) × 0.1) × ceil(len(regex) × 0.25)`), `in` the size of the
 //!   list. Sizes come from the schema like upstream's `DeclType`s: `maxLength × 4` bytes for
-//!   strings (enum strings their longest value, `date`/`date-time`/`duration` formats their
-//!   fixed sizes), `maxItems`/`maxProperties`, and without them the worst case fitting in a
-//!   3 MiB request (`(3 MiB − 2) / (smallest item + 1)` items, `(3 MiB − 2) / (smallest value +
-//!   6)` properties, `3 MiB − 2` bytes of string). A rule's cost is multiplied by how many
+//!   strings (enum strings their longest value; `date`, `date-time` and `duration` strings are
+//!   timestamps and durations to CEL, scalars), `maxItems`/`maxProperties`, and without them the
+//!   worst case fitting in a 3 MiB request (`(3 MiB − 2) / (smallest item + 1)` items,
+//!   `(3 MiB − 2) / (smallest value + 6)` properties, `3 MiB − 2` bytes of string). Timestamp
+//!   and duration functions cost 1, as in cel-go. A rule's cost is multiplied by how many
 //!   times it can run (the product of `maxItems`/`maxProperties` above it, or the 3 MiB worst
 //!   case). Approximated: without a type checker, a value whose shape is unknown (under
 //!   `x-kubernetes-preserve-unknown-fields`, or the result of most functions) has an unbounded
@@ -403,6 +404,13 @@ pub(crate) fn shape_of(schema: &Value, root: bool, depth: usize) -> Shape {
     let root = root || flag("x-kubernetes-embedded-resource");
     match schema_type(schema) {
         "string" => {
+            // upstream `SchemaDeclType`: these formats are timestamps and durations to CEL.
+            if matches!(
+                schema.get("format").and_then(Value::as_str),
+                Some("date-time" | "date" | "duration")
+            ) {
+                return Shape::Scalar;
+            }
             if let Some(n) = bound(schema, "maxLength") {
                 return Shape::Str(n.saturating_mul(4));
             }
@@ -415,12 +423,7 @@ pub(crate) fn shape_of(schema: &Value, root: bool, depth: usize) -> Shape {
                     .unwrap_or(0);
                 return Shape::Str(longest as u64);
             }
-            Shape::Str(match schema.get("format").and_then(Value::as_str) {
-                Some("duration") => 32,
-                Some("date") => 12,
-                Some("date-time") => 64,
-                _ => MAX_REQUEST_SIZE_BYTES - 2,
-            })
+            Shape::Str(MAX_REQUEST_SIZE_BYTES - 2)
         }
         "integer" | "number" | "boolean" => Shape::Scalar,
         "array" => {
@@ -733,6 +736,10 @@ impl Estimator {
                 Shape::Unknown,
             ),
             "size" | "has" => (1, Shape::Scalar),
+            // Timestamps and durations: constant cost, as cel-go's estimator gives them.
+            "timestamp" | "duration" | "getFullYear" | "getMonth" | "getDayOfYear"
+            | "getDayOfMonth" | "getDate" | "getDayOfWeek" | "getHours" | "getMinutes"
+            | "getSeconds" | "getMilliseconds" => (1, Shape::Scalar),
             _ => (1, Shape::Unknown),
         };
         (own.saturating_add(arg_cost), result)

@@ -119,7 +119,8 @@ fn regexes() -> &'static [Option<Regex>] {
             r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
             r"^([a-zA-Z0-9\p{S}\p{L}]((-?[a-zA-Z0-9\p{S}\p{L}]{0,62})?)|([a-zA-Z0-9\p{S}\p{L}](([a-zA-Z0-9\-\p{S}\p{L}]{0,61}[a-zA-Z0-9\p{S}\p{L}])?)(\.)){1,}([a-zA-Z\p{L}]){2,63})$",
             r"^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$",
-            r"((\d+)\s*([A-Za-zµ]+))",
+            // RE2's `\d` and `\s` are ASCII only.
+            r"(([0-9]+)[\t\n\f\r ]*([A-Za-zµ]+))",
         ]
         .iter()
         .map(|p| Regex::new(p).ok())
@@ -415,77 +416,49 @@ fn is_date_time(s: &str) -> bool {
     get(1) <= "23" && get(2) <= "59" && get(3) <= "59"
 }
 
-/// strfmt `ParseDuration`: Go's `time.ParseDuration`, or `<n> <unit>` pairs in Scala's style
-/// (`3 days`, `22 ns`).
+/// strfmt `IsDuration`: [`parse_duration`] reads it.
 fn is_duration(s: &str) -> bool {
-    if go_parse_duration(s) {
-        return true;
+    parse_duration(s).is_some()
+}
+
+/// strfmt `ParseDuration`, in signed nanoseconds: Go's `time.ParseDuration`, or else every
+/// `<n> <unit>` pair in Scala's style (`3 days`, `22 ns`, `1 week`) summed, wrapping on
+/// overflow as Go's `time.Duration` arithmetic does. `None` when neither reads `s` (or a count
+/// does not fit in an `i64`, strfmt's `strconv.Atoi` error). This is how kube-apiserver reads a
+/// `format: duration` string both to validate it and to give it to CEL as a duration.
+pub(crate) fn parse_duration(s: &str) -> Option<i64> {
+    if let Ok(nanos) = crate::time::parse_go_duration(s) {
+        return Some(nanos);
     }
-    let Some(re) = regexes().get(10).and_then(Option::as_ref) else {
-        return false;
-    };
-    const UNITS: [&[&str]; 8] = [
-        &["ns", "nano"],
-        &["us", "µs", "micro"],
-        &["ms", "milli"],
-        &["s", "sec"],
-        &["m", "min"],
-        &["h", "hr", "hour"],
-        &["d", "day"],
-        &["w", "wk", "week"],
+    let re = regexes().get(10).and_then(Option::as_ref)?;
+    const SECOND: i64 = 1_000_000_000;
+    // strfmt's `timeUnits`: the last spelling of each also matches as a prefix (`minutes`).
+    const UNITS: [(&[&str], i64); 8] = [
+        (&["ns", "nano"], 1),
+        (&["us", "µs", "micro"], 1_000),
+        (&["ms", "milli"], 1_000_000),
+        (&["s", "sec"], SECOND),
+        (&["m", "min"], 60 * SECOND),
+        (&["h", "hr", "hour"], 3_600 * SECOND),
+        (&["d", "day"], 86_400 * SECOND),
+        (&["w", "wk", "week"], 7 * 86_400 * SECOND),
     ];
+    let mut total: i64 = 0;
     let mut ok = false;
     for caps in re.captures_iter(s) {
-        let Some(n) = caps.get(2) else { continue };
-        if n.as_str().parse::<i64>().is_err() {
-            return false;
-        }
+        let count: i64 = caps.get(2)?.as_str().parse().ok()?;
         let unit = caps.get(3).map_or("", |m| m.as_str()).trim().to_lowercase();
-        for variants in UNITS {
+        for (variants, multiplier) in UNITS {
             let last = variants.len() - 1;
             for (i, v) in variants.iter().enumerate() {
-                if (i == last && unit.starts_with(v)) || v.eq_ignore_ascii_case(&unit) {
+                if (i == last && unit.starts_with(v)) || *v == unit {
                     ok = true;
+                    total = total.wrapping_add(count.wrapping_mul(multiplier));
                 }
             }
         }
     }
-    ok
-}
-
-/// Go's `time.ParseDuration` accepting `s`: `[-+]` then one or more `<decimal><unit>` with
-/// units ns, us, µs, μs, ms, s, m, h; `0` alone is fine.
-pub(crate) fn go_parse_duration(s: &str) -> bool {
-    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
-    if s == "0" {
-        return true;
-    }
-    if s.is_empty() {
-        return false;
-    }
-    let mut rest = s;
-    while !rest.is_empty() {
-        let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let mut after = &rest[int_len..];
-        let mut frac_len = 0;
-        if let Some(f) = after.strip_prefix('.') {
-            frac_len = f.bytes().take_while(u8::is_ascii_digit).count();
-            after = &f[frac_len..];
-        }
-        if int_len == 0 && frac_len == 0 {
-            return false;
-        }
-        let unit_len = after
-            .char_indices()
-            .find(|(_, c)| *c == '.' || c.is_ascii_digit())
-            .map_or(after.len(), |(i, _)| i);
-        let unit = &after[..unit_len];
-        if !matches!(unit, "ns" | "us" | "µs" | "μs" | "ms" | "s" | "m" | "h") {
-            return false;
-        }
-        rest = &after[unit_len..];
-    }
-    true
+    ok.then_some(total)
 }
 
 #[cfg(test)]
@@ -526,6 +499,7 @@ mod tests {
             (Format::Duration, "1h30m", true),
             (Format::Duration, "3 days", true),
             (Format::Duration, "soon", false),
+            (Format::Duration, "99999999999999999999h", false),
             (Format::Isbn10, "0321751043", true),
             (Format::Isbn13, "978-0321751041", true),
             (Format::CreditCard, "4111 1111 1111 1111", true),
@@ -539,6 +513,15 @@ mod tests {
             assert_eq!(f.validates(s), *want, "{f:?} {s:?}");
         }
         assert_eq!(Format::supported("date-time"), Some(Format::DateTime));
+        const SECOND: i64 = 1_000_000_000;
+        assert_eq!(parse_duration("1h30m"), Some(5_400 * SECOND));
+        assert_eq!(parse_duration("3 days"), Some(3 * 86_400 * SECOND));
+        assert_eq!(
+            parse_duration("1 week 2 hours"),
+            Some((7 * 24 + 2) * 3_600 * SECOND)
+        );
+        assert_eq!(parse_duration("5 minutes"), Some(300 * SECOND));
+        assert_eq!(parse_duration("١ day"), None);
         assert_eq!(Format::supported("int32"), None);
         assert_eq!(Format::supported("int-or-string"), None);
     }

@@ -24,8 +24,8 @@
 //! Nothing here panics on any input. Inputs nested deeper than [`MAX_DEPTH`] levels are
 //! refused (schemas) or reported (objects) instead of recursed into.
 
-mod cel;
-mod cel_cost;
+pub(crate) mod cel;
+pub(crate) mod cel_cost;
 mod cel_library;
 mod compile;
 mod defaulting;
@@ -37,6 +37,8 @@ mod pruning;
 mod structural;
 mod validate;
 
+#[cfg(test)]
+mod cel_time_tests;
 #[cfg(test)]
 mod tests;
 
@@ -107,6 +109,18 @@ pub fn cel_rule_errors(schema: &Value, path: &str) -> Vec<FieldError> {
             "x-kubernetes-validations could not be checked",
         )]
     })
+}
+
+/// Compiles each CEL expression in the environment of CRD validation rules (the standard
+/// library, the strings and lists extensions and Kubernetes' libraries), on one thread with a
+/// stack deep enough for long expressions. Each result is `Err` with the compiler's message
+/// (`ERROR: <input>:1:4: Syntax error: …`) when the expression does not compile. The `cel`
+/// crate has no type checker: only syntax and nesting depth are checked, not the names an
+/// expression refers to.
+pub(crate) fn check_cel_expressions(sources: &[&str]) -> Vec<Result<(), String>> {
+    on_big_stack(|| sources.iter().map(|s| cel::check_expression(s)).collect()).unwrap_or_else(
+        || vec![Err("the expression could not be compiled".to_string()); sources.len()],
+    )
 }
 
 impl Structural {

@@ -501,9 +501,13 @@ fn evaluation_errors_name_the_rule() {
 }
 
 #[test]
-fn rules_needing_library_functions_the_engine_lacks_are_skipped() {
+fn cel_duration_rules_run_instead_of_being_skipped() {
     let s = cel_schema(json!([{"rule": "duration(self.name) > duration('1s')"}]));
     assert!(validate_spec(&s, json!({"name": "5s"})).is_empty());
+    assert_eq!(
+        validate_spec(&s, json!({"name": "500ms"})),
+        [r#"spec: Invalid value: "object": failed rule: duration(self.name) > duration('1s')"#]
+    );
 }
 
 #[test]

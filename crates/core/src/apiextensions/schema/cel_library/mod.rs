@@ -1,7 +1,8 @@
 //! Kubernetes' CEL extension libraries (upstream `k8s.io/apiserver/pkg/cel/library`), registered
 //! as functions on the `cel` crate's environment: lists (`isSorted`, `sum`, `min`, `max`,
 //! `indexOf`, `lastIndexOf`), regex (`find`, `findAll`), URLs, IP addresses and CIDRs, quantities,
-//! semver and the `format` library.
+//! semver and the `format` library; and the timestamps and durations of CEL's standard library,
+//! which the `cel` crate only has with its `chrono` feature ([`time`]).
 //!
 //! Each function charges its cost to the rule's runtime meter ([`super::cel_cost::charge`]) in
 //! upstream's units: one per call, plus the traversal cost of the strings and lists it reads
@@ -17,6 +18,7 @@ mod lists;
 mod quantity;
 mod regex;
 mod semver;
+mod time;
 mod urls;
 
 use cel::common::types::{CelBool, CelDouble, CelInt, CelList, CelString};
@@ -24,6 +26,7 @@ use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
 use super::cel_cost;
+pub(crate) use time::from_schema_string as time_from_schema_string;
 
 /// Registers every library on `env`.
 pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
@@ -34,6 +37,7 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     quantity::register(env)?;
     semver::register(env)?;
     format::register(env)?;
+    time::register(env)?;
     Ok(())
 }
 
