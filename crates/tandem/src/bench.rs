@@ -143,6 +143,11 @@ pub struct ApiBench {
     /// side — what measuring every request costs.
     #[arg(long, value_enum, default_value_t = BenchMetrics::On)]
     metrics: BenchMetrics,
+    /// Compare pod creates without and with one validating and one mutating admission webhook
+    /// (served over HTTPS on loopback in this process), then with a webhook that never answers
+    /// on another resource (see `bench_webhook`).
+    #[arg(long)]
+    webhook: bool,
 }
 
 /// `--metrics` of the API benchmark.
@@ -274,6 +279,7 @@ pub(crate) async fn bench_store(
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Api(b) if b.rbac => crate::bench_rbac::compare(b.pods, b.clients).await,
+        BenchCommand::Api(b) if b.webhook => crate::bench_webhook::compare(b.pods, b.clients).await,
         BenchCommand::Api(b) if b.content_type.as_deref() == Some("protobuf") => {
             crate::bench_wire::compare(b.pods, b.clients).await
         }

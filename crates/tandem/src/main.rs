@@ -10,6 +10,7 @@ mod bench_rbac;
 mod bench_services;
 mod bench_startup;
 mod bench_watchers;
+mod bench_webhook;
 mod bench_wire;
 mod check;
 mod cluster;
