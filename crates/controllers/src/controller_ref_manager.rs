@@ -115,6 +115,14 @@ where
         Ok(owned)
     }
 
+    /// Whether a fresh read of the owner (made to adopt an orphan) found it gone, replaced or
+    /// being deleted: the cached owner the caller holds is stale, and upstream's `ClaimObject`
+    /// fails the sync there (`RecheckDeletionTimestamp`'s error) rather than let it manage
+    /// replicas for an owner on its way out.
+    pub fn owner_is_going(&self) -> bool {
+        self.can_adopt == Some(false)
+    }
+
     /// Upstream's `RecheckDeletionTimestamp`: the owner as stored now still has our uid and
     /// is not being deleted. Read once per manager.
     async fn can_adopt(&mut self, ns: &str) -> Result<bool, Error> {

@@ -210,9 +210,14 @@ async fn sync<K: ReplicaOwner>(ctx: &Ctx<K>, key: &str) -> SyncResult {
     // before the selector: most pods of a namespace belong to other owners and are skipped
     // without matching labels (the selector match dominated the controller's CPU with 300
     // ReplicaSets of 100 pods in one namespace).
-    let owned = ControllerRefManager::new(ctx.client.clone(), owner.as_ref())
+    let mut claims = ControllerRefManager::new(ctx.client.clone(), owner.as_ref());
+    let owned = claims
         .claim(active, |pod| owner.selects(pod.metadata.labels.as_ref()))
         .await?;
+    // The cached owner may not show a deletion the store already has (the garbage collector
+    // orphaning its pods is what made them claimable): creating replacements for the orphans
+    // would leave extra pods behind.
+    let deleting = deleting || claims.owner_is_going();
 
     let mut result = Ok(None);
     if satisfied && !deleting {

@@ -681,3 +681,353 @@ fn validating_admission_policies_deny_and_warn_with_params() {
         "no policy check counted"
     );
 }
+
+/// A webhook configuration of `kind` named `name` with label `test=<label>` and one webhook on
+/// ConfigMap `operations` answered at `path`.
+fn labelled(
+    kind: &str,
+    name: &str,
+    label: &str,
+    server: &WebhookServer,
+    path: &str,
+    ops: &[&str],
+) -> String {
+    let mut webhook = hook(
+        &format!("{name}.tandem.test"),
+        &server.url(path),
+        &server.ca_bundle(),
+        vec![rule(ops, "", &["configmaps"])],
+    );
+    // Only ConfigMaps named after the test are seen, so the test's own writes go through.
+    webhook["objectSelector"] = json!({"matchLabels": {"webhook-test": label}});
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": name, "labels": {"test": label}},
+        "webhooks": [webhook],
+    })
+    .to_string()
+}
+
+#[test]
+fn configurations_listed_patched_and_custom_resources() {
+    let s = Server::start();
+    let server = WebhookServer::start("hook.webhook-test.svc", |path, review| {
+        let req = &review["request"];
+        match path {
+            "/deny" => Answer::Deny(403, "refused by the labelled webhook".into()),
+            "/mutate" => Answer::Patch(json!([
+                {"op": "add", "path": "/data", "value": {"mutated": "yes"}}
+            ])),
+            "/widgets" => {
+                let object = if req["operation"] == "DELETE" {
+                    &req["oldObject"]
+                } else {
+                    &req["object"]
+                };
+                if req["operation"] == "DELETE" && object["metadata"]["labels"]["protect"] == "yes"
+                {
+                    Answer::Deny(403, "protected widgets stay".into())
+                } else if object["spec"]["bad"] == true {
+                    Answer::Deny(403, "bad widgets are refused".into())
+                } else {
+                    Answer::Allow
+                }
+            }
+            "/widgets-mutate" => Answer::Patch(json!([
+                {"op": "add", "path": "/spec/mutatedBy", "value": "webhook"}
+            ])),
+            _ => Answer::Allow,
+        }
+    });
+    let cm = |name: &str, label: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"webhook-test": label}}}).to_string()
+    };
+
+    // Listing and deleting a collection: two labelled validating configurations deny, listing
+    // by label finds both, deleting the collection stops the denial.
+    for name in ["list-a", "list-b"] {
+        s.kubectl_stdin(
+            &["apply", "-f", "-"],
+            &labelled(
+                "ValidatingWebhookConfiguration",
+                name,
+                "listing",
+                &server,
+                "/deny",
+                &["CREATE"],
+            ),
+        )
+        .ok();
+    }
+    let listed = s
+        .get_json(&["validatingwebhookconfigurations", "-l", "test=listing"])
+        .unwrap();
+    assert_eq!(
+        listed["items"].as_array().map(Vec::len),
+        Some(2),
+        "{listed}"
+    );
+    until(&s, "the labelled webhooks deny", || {
+        !s.kubectl_stdin(&["create", "-f", "-"], &cm("listed-1", "listing"))
+            .success()
+    });
+    s.kubectl(&[
+        "delete",
+        "validatingwebhookconfigurations",
+        "-l",
+        "test=listing",
+    ])
+    .ok();
+    until(&s, "the deleted webhooks stop denying", || {
+        s.kubectl_stdin(&["create", "-f", "-"], &cm("listed-2", "listing"))
+            .success()
+    });
+    // The same for mutating configurations: they mutate, then stop once deleted.
+    s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &labelled(
+            "MutatingWebhookConfiguration",
+            "mutate-a",
+            "mutating",
+            &server,
+            "/mutate",
+            &["CREATE"],
+        ),
+    )
+    .ok();
+    assert_eq!(
+        s.get_json(&["mutatingwebhookconfigurations", "-l", "test=mutating"])
+            .unwrap()["items"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+    until(&s, "the labelled webhook mutates", || {
+        let name = format!("mutated-{}", uuid::Uuid::new_v4().simple());
+        s.kubectl_stdin(&["create", "-f", "-"], &cm(&name, "mutating"))
+            .ok();
+        s.get_json(&["configmap", &name])
+            .is_some_and(|c| c["data"]["mutated"] == "yes")
+    });
+    s.kubectl(&[
+        "delete",
+        "mutatingwebhookconfigurations",
+        "-l",
+        "test=mutating",
+    ])
+    .ok();
+    until(&s, "the deleted webhook stops mutating", || {
+        let name = format!("plain-{}", uuid::Uuid::new_v4().simple());
+        s.kubectl_stdin(&["create", "-f", "-"], &cm(&name, "mutating"))
+            .ok();
+        s.get_json(&["configmap", &name])
+            .is_some_and(|c| c["data"].is_null())
+    });
+
+    // Patching a webhook's operations turns it off and on again.
+    s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &labelled(
+            "ValidatingWebhookConfiguration",
+            "patched",
+            "patching",
+            &server,
+            "/deny",
+            &["CREATE"],
+        ),
+    )
+    .ok();
+    until(&s, "the webhook denies creates", || {
+        !s.kubectl_stdin(&["create", "-f", "-"], &cm("patched-1", "patching"))
+            .success()
+    });
+    let ops = |ops: &[&str]| {
+        json!([{"op": "replace", "path": "/webhooks/0/rules/0/operations", "value": ops}])
+            .to_string()
+    };
+    s.kubectl(&[
+        "patch",
+        "validatingwebhookconfiguration",
+        "patched",
+        "--type=json",
+        "-p",
+        &ops(&["UPDATE"]),
+    ])
+    .ok();
+    until(
+        &s,
+        "creates pass once the webhook covers updates only",
+        || {
+            s.kubectl_stdin(&["create", "-f", "-"], &cm("patched-2", "patching"))
+                .success()
+        },
+    );
+    s.kubectl(&[
+        "patch",
+        "validatingwebhookconfiguration",
+        "patched",
+        "--type=json",
+        "-p",
+        &ops(&["CREATE"]),
+    ])
+    .ok();
+    until(&s, "creates are denied again", || {
+        !s.kubectl_stdin(&["create", "-f", "-"], &cm("patched-3", "patching"))
+            .success()
+    });
+    // The same with a mutating webhook.
+    s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &labelled(
+            "MutatingWebhookConfiguration",
+            "patched-mutator",
+            "patching-m",
+            &server,
+            "/mutate",
+            &["CREATE"],
+        ),
+    )
+    .ok();
+    let mutated = |name: &str| {
+        s.kubectl_stdin(&["create", "-f", "-"], &cm(name, "patching-m"))
+            .ok();
+        s.get_json(&["configmap", name])
+            .is_some_and(|c| c["data"]["mutated"] == "yes")
+    };
+    let mut n = 0;
+    until(&s, "the mutating webhook mutates", || {
+        n += 1;
+        mutated(&format!("pm-a{n}"))
+    });
+    s.kubectl(&[
+        "patch",
+        "mutatingwebhookconfiguration",
+        "patched-mutator",
+        "--type=json",
+        "-p",
+        &ops(&["UPDATE"]),
+    ])
+    .ok();
+    until(
+        &s,
+        "creates are not mutated once it covers updates only",
+        || {
+            n += 1;
+            !mutated(&format!("pm-b{n}"))
+        },
+    );
+    s.kubectl(&[
+        "patch",
+        "mutatingwebhookconfiguration",
+        "patched-mutator",
+        "--type=json",
+        "-p",
+        &ops(&["CREATE"]),
+    ])
+    .ok();
+    until(&s, "creates are mutated again", || {
+        n += 1;
+        mutated(&format!("pm-c{n}"))
+    });
+
+    // Custom resources: a webhook refuses their creation, update and deletion, another mutates
+    // them on create.
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.webhook.tandem.test"},
+        "spec": {"group": "webhook.tandem.test", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                    "bad": {"type": "boolean"}, "size": {"type": "integer"}, "mutatedBy": {"type": "string"}}}}}}}]},
+    });
+    s.kubectl_stdin(&["apply", "-f", "-"], &crd.to_string())
+        .ok();
+    s.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.webhook.tandem.test",
+        "--timeout=30s",
+    ])
+    .ok();
+    let widget_rule = |ops: &[&str]| json!({"operations": ops, "apiGroups": ["webhook.tandem.test"], "apiVersions": ["v1"], "resources": ["widgets"]});
+    let ca = server.ca_bundle();
+    s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &configuration(
+            "ValidatingWebhookConfiguration",
+            "widgets",
+            vec![hook(
+                "widgets.tandem.test",
+                &server.url("/widgets"),
+                &ca,
+                vec![widget_rule(&["CREATE", "UPDATE", "DELETE"])],
+            )],
+        ),
+    )
+    .ok();
+    s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &configuration(
+            "MutatingWebhookConfiguration",
+            "widgets-mutate",
+            vec![hook(
+                "widgets-mutate.tandem.test",
+                &server.url("/widgets-mutate"),
+                &ca,
+                vec![widget_rule(&["CREATE"])],
+            )],
+        ),
+    )
+    .ok();
+    let widget = |name: &str, bad: bool, labels: Value| {
+        json!({"apiVersion": "webhook.tandem.test/v1", "kind": "Widget",
+            "metadata": {"name": name, "labels": labels}, "spec": {"bad": bad, "size": 1}})
+        .to_string()
+    };
+    let mut refused = String::new();
+    until(&s, "a bad widget is refused", || {
+        let out = s.kubectl_stdin(&["create", "-f", "-"], &widget("bad", true, json!({})));
+        refused = out.stderr.clone();
+        !out.success()
+    });
+    assert!(
+        refused.contains(
+            "admission webhook \"widgets.tandem.test\" denied the request: bad widgets are refused"
+        ),
+        "{refused}"
+    );
+    until(&s, "a good widget is created and mutated", || {
+        s.kubectl_stdin(
+            &["apply", "-f", "-"],
+            &widget("good", false, json!({"protect": "yes"})),
+        )
+        .ok();
+        s.get_json(&["widget", "good"])
+            .is_some_and(|w| w["spec"]["mutatedBy"] == "webhook")
+    });
+    let out = s.kubectl(&[
+        "patch",
+        "widget",
+        "good",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"bad":true}}"#,
+    ]);
+    assert!(
+        out.stderr.contains("bad widgets are refused"),
+        "{}",
+        out.stderr
+    );
+    let out = s.kubectl(&["delete", "widget", "good"]);
+    assert!(
+        out.stderr.contains("protected widgets stay"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        s.get_json(&["widget", "good"]).is_some(),
+        "the protected widget is still there"
+    );
+}
