@@ -15,13 +15,12 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tandem_core::admission::matching::{self, MatchPolicy, Rule, Selector};
 use tandem_core::admission::policy::{self, Activation, CompiledPolicy, Decisions, ParamScope};
-use tandem_store::Revision;
 
 use crate::cache::Cache;
 use crate::crds::CustomResources;
 use crate::error::{ApiError, ApiResult};
 use crate::state::State;
-use crate::webhook::Attempt;
+use crate::webhook::{Attempt, Signature};
 
 /// `matchConstraints` of a policy or `matchResources` of a binding.
 #[derive(Debug)]
@@ -66,8 +65,6 @@ struct BindingEntry {
     resources: Option<MatchResources>,
 }
 
-type Signature = Vec<(String, Revision)>;
-
 /// The current policies and bindings, compiled when one changes.
 #[derive(Default)]
 pub(crate) struct PolicyCache {
@@ -76,22 +73,14 @@ pub(crate) struct PolicyCache {
 
 impl PolicyCache {
     fn load(&self, registry: &CustomResources, cache: &Cache) -> Arc<Vec<PolicyEntry>> {
-        let mut signature = Vec::new();
-        let mut objects = [Vec::new(), Vec::new()];
-        for (slot, plural) in [
-            "validatingadmissionpolicies",
-            "validatingadmissionpolicybindings",
-        ]
-        .iter()
-        .enumerate()
-        {
-            let Some(rt) = registry.by_plural("admissionregistration.k8s.io", "v1", plural) else {
-                continue;
-            };
-            let snapshot = cache.snapshot(&rt, &rt.key_prefix(), |_| true);
-            signature.extend(snapshot.items.iter().map(|o| (o.key.clone(), o.rv)));
-            objects[slot] = snapshot.items;
-        }
+        let (signature, objects) = crate::webhook::read_admission_kinds(
+            registry,
+            cache,
+            [
+                "validatingadmissionpolicies",
+                "validatingadmissionpolicybindings",
+            ],
+        );
         let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((sig, entries)) = current.as_ref()
             && *sig == signature

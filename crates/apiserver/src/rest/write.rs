@@ -114,7 +114,30 @@ pub(crate) struct WebhookWrite<'a> {
     pub options: Value,
 }
 
-impl WebhookWrite<'_> {
+impl<'a> WebhookWrite<'a> {
+    /// The request as admission sees it, made by `user`.
+    fn attempt<'b>(
+        &'b self,
+        ctx: &Ctx,
+        user: &'b crate::auth::UserInfo,
+    ) -> crate::webhook::Attempt<'b>
+    where
+        'a: 'b,
+    {
+        crate::webhook::Attempt {
+            operation: self.op,
+            rt: self.rt,
+            subresource: self.sub,
+            kind: self.kind,
+            kind_group_version: self.kind_group_version,
+            namespace: self.ns.unwrap_or_default(),
+            name: self.name,
+            user,
+            dry_run: ctx.dry_run(),
+            options: self.options_json(ctx),
+        }
+    }
+
     fn options_json(&self, ctx: &Ctx) -> Value {
         let kind = match self.op {
             "CREATE" => "CreateOptions",
@@ -158,18 +181,7 @@ impl State {
             return Ok(());
         }
         let user = ctx.user.clone();
-        let attempt = crate::webhook::Attempt {
-            operation: w.op,
-            rt: w.rt,
-            subresource: w.sub,
-            kind: w.kind,
-            kind_group_version: w.kind_group_version,
-            namespace: w.ns.unwrap_or_default(),
-            name: w.name,
-            user: &user,
-            dry_run: ctx.dry_run(),
-            options: w.options_json(ctx),
-        };
+        let attempt = w.attempt(ctx, &user);
         let mut warnings = Vec::new();
         let result = self
             .mutating_webhooks(&mut warnings, &attempt, obj, old)
@@ -191,18 +203,7 @@ impl State {
             return Ok(());
         }
         let user = ctx.user.clone();
-        let attempt = crate::webhook::Attempt {
-            operation: w.op,
-            rt: w.rt,
-            subresource: w.sub,
-            kind: w.kind,
-            kind_group_version: w.kind_group_version,
-            namespace: w.ns.unwrap_or_default(),
-            name: w.name,
-            user: &user,
-            dry_run: ctx.dry_run(),
-            options: w.options_json(ctx),
-        };
+        let attempt = w.attempt(ctx, &user);
         let mut warnings = Vec::new();
         // ValidatingAdmissionPolicies run before the validating webhooks, as upstream's
         // plugins are ordered.

@@ -161,8 +161,28 @@ fn read_hooks(configs: &mut [(String, Value)], mutating: bool) -> Vec<Arc<Hook>>
     hooks
 }
 
-/// The key and revision of every configuration the webhooks were read from.
-type Signature = Vec<(String, Revision)>;
+/// The key and revision of every configuration the webhooks (or policies) were read from.
+pub(crate) type Signature = Vec<(String, Revision)>;
+
+/// The stored objects of `admissionregistration.k8s.io/v1` resources `plurals` (none for a
+/// resource not served), from the watch cache, with the signature that tells whether any of
+/// them changed since the last read.
+pub(crate) fn read_admission_kinds<const N: usize>(
+    registry: &CustomResources,
+    cache: &Cache,
+    plurals: [&str; N],
+) -> (Signature, [Vec<Arc<crate::cache::Object>>; N]) {
+    let mut signature = Vec::new();
+    let objects = plurals.map(|plural| {
+        let Some(rt) = registry.by_plural("admissionregistration.k8s.io", "v1", plural) else {
+            return Vec::new();
+        };
+        let snapshot = cache.snapshot(&rt, &rt.key_prefix(), |_| true);
+        signature.extend(snapshot.items.iter().map(|o| (o.key.clone(), o.rv)));
+        snapshot.items
+    });
+    (signature, objects)
+}
 
 /// The current webhooks, rebuilt when a configuration changes.
 #[derive(Default)]
@@ -177,16 +197,7 @@ impl HookCache {
             ("mutatingwebhookconfigurations", true),
             ("validatingwebhookconfigurations", false),
         ];
-        let mut signature = Vec::new();
-        let mut objects: [Vec<Arc<crate::cache::Object>>; 2] = [Vec::new(), Vec::new()];
-        for (slot, (plural, _)) in kinds.iter().enumerate() {
-            let Some(rt) = registry.by_plural("admissionregistration.k8s.io", "v1", plural) else {
-                continue;
-            };
-            let snapshot = cache.snapshot(&rt, &rt.key_prefix(), |_| true);
-            signature.extend(snapshot.items.iter().map(|o| (o.key.clone(), o.rv)));
-            objects[slot] = snapshot.items;
-        }
+        let (signature, objects) = read_admission_kinds(registry, cache, kinds.map(|(p, _)| p));
         let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((sig, hooks)) = current.as_ref()
             && *sig == signature

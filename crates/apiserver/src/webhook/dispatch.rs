@@ -324,13 +324,6 @@ impl State {
                 hook.review_versions
             )));
         };
-        let own_kind = attempt.kind_group_version.is_none();
-        let api_version = if group.is_empty() {
-            version.clone()
-        } else {
-            format!("{group}/{version}")
-        };
-        let at_version = |o: &Value| object_at_version(o, own_kind, &api_version);
         let request = review_request(attempt, &group, &version, obj.as_deref(), old);
         let uid = request.uid.clone();
         if !hook.match_conditions.is_empty() {
@@ -376,10 +369,12 @@ impl State {
                 response.status.as_ref(),
             ))));
         }
-        if let (Some(patch), Some(obj)) = (&response.patch, obj) {
+        // The patch applies to the object as the webhook was sent it (at the matched version),
+        // and the result goes back to the version the pipeline holds.
+        if let (Some(patch), Some(obj), Some(sent)) = (&response.patch, obj, &request.object) {
             let stored_version = obj.get("apiVersion").cloned();
-            let sent = at_version(obj);
-            let mut patched = review::apply_patch(&sent, patch).map_err(|e| {
+            let own_kind = attempt.kind_group_version.is_none();
+            let mut patched = review::apply_patch(sent, patch).map_err(|e| {
                 ApiError::internal(format!(
                     "Internal error occurred: admission webhook {:?} returned an invalid patch: {e}",
                     hook.name

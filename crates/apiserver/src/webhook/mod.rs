@@ -21,5 +21,5 @@ mod config;
 mod dispatch;
 mod resolve;
 
-pub(crate) use config::HookCache;
+pub(crate) use config::{HookCache, Signature, read_admission_kinds};
 pub(crate) use dispatch::{Attempt, review_request};
