@@ -259,6 +259,21 @@ impl Expectations {
         false
     }
 
+    /// Records what the pod watch delivered for `name`, a pod controlled by `key` (upstream's
+    /// `CreationObserved`/`DeletionObserved`, called from the informer's event handlers): any
+    /// event shows the creation happened, and a deletion or a deletion timestamp shows the
+    /// deletion did. Without it, a pod created and then deleted by someone else before the next
+    /// sync looked at the cache would stay expected (absent from the cache) until the timeout,
+    /// and the owner would make no replacement for five minutes.
+    pub fn observe(&self, key: &str, name: &str, gone: bool) {
+        let mut m = self.lock();
+        let Some(e) = m.get_mut(key) else { return };
+        e.adds.remove(name);
+        if gone {
+            e.deletes.remove(name);
+        }
+    }
+
     /// Forgets `key` (its object was deleted).
     pub fn forget(&self, key: &str) {
         self.lock().remove(key);
@@ -458,6 +473,36 @@ mod tests {
             Some(4)
         );
         assert_eq!(scaled_value(None, 25, 1, false).ok(), Some(0));
+    }
+
+    #[test]
+    fn a_created_pod_deleted_before_the_next_sync_is_not_expected_forever() {
+        let e = Expectations::default();
+        e.expect_creations("ns/rs", ["a".to_string(), "b".to_string()]);
+        // The watch delivered both pods, then someone deleted `a`: the cache no longer has it.
+        e.observe("ns/rs", "a", false);
+        e.observe("ns/rs", "a", true);
+        let cache = |n: &str| {
+            if n == "b" {
+                Seen::Present
+            } else {
+                Seen::Absent
+            }
+        };
+        assert!(e.satisfied("ns/rs", cache));
+        // Without the watch's word, an absent pod stays expected.
+        e.expect_creations("ns/rs", ["c".to_string()]);
+        assert!(!e.satisfied("ns/rs", cache));
+        // A deletion is observed by the event, or by a deletion timestamp.
+        e.forget("ns/rs");
+        e.expect_deletions("ns/rs", ["b".to_string()]);
+        e.observe("ns/rs", "b", false);
+        assert!(!e.satisfied("ns/rs", cache));
+        e.observe("ns/rs", "b", true);
+        assert!(e.satisfied("ns/rs", |_| Seen::Present));
+        // Events for keys with nothing expected change nothing.
+        e.observe("ns/other", "x", true);
+        assert!(e.satisfied("ns/other", |_| Seen::Absent));
     }
 
     #[tokio::test]

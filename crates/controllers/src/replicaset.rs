@@ -159,12 +159,24 @@ pub async fn run_for<K: ReplicaOwner>(
                 ctx.queue.add_keys(change.objects());
             }
             Some(change) = pod_events.recv() => {
+                if let Some(pod) = change.new.as_ref().or(change.old.as_ref()) {
+                    observe_pod(&ctx, pod, change.new.is_none());
+                }
                 for pod in change.objects() {
                     enqueue_for_pod(&ctx, pod);
                 }
             }
             else => return,
         }
+    }
+}
+
+/// Lowers the expectations of `pod`'s owner by what its event shows (`deleted`: the event is
+/// the pod's deletion).
+fn observe_pod<K: ReplicaOwner>(ctx: &Ctx<K>, pod: &Pod, deleted: bool) {
+    if let Some(key) = cu::controller_key(pod, <K as k8s_openapi::Resource>::KIND) {
+        let gone = deleted || pod.metadata.deletion_timestamp.is_some();
+        ctx.expectations.observe(&key, &pod.name_any(), gone);
     }
 }
 
