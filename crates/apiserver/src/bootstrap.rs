@@ -3,7 +3,8 @@
 //! policy, as upstream's `rbac/bootstrap-roles` post-start hook reconciles it; the two system
 //! PriorityClasses (`scheduling/bootstrap-system-priority-classes`); an `APIService` for every
 //! group-version served (the aggregator's `apiservice-registration-controller`, which registers
-//! the local ones); and the `kubernetes` Service.
+//! the local ones); the `kubernetes` Service; and `kube-system/extension-apiserver-authentication`,
+//! the ConfigMap aggregated API servers read to trust the front proxy.
 
 use serde_json::json;
 use tandem_core::registry::ResourceType;
@@ -215,6 +216,45 @@ async fn upsert(
     .await
 }
 
+/// Creates or updates `kube-system/extension-apiserver-authentication` as upstream's
+/// `ClientCARegistrationHook` writes it: the CA of client certificates (`client-ca-file`) and
+/// the request-header settings an aggregated server needs to trust the identity headers of the
+/// front proxy (`requestheader-*`: its CA, the one allowed client name and the header names).
+pub async fn ensure_authentication_config_map(
+    state: &State,
+    client_ca_pem: &str,
+    requestheader_ca_pem: &str,
+) -> ApiResult<()> {
+    let rt = state.resource("", "v1", "configmaps")?;
+    let list = |items: &[&str]| serde_json::to_string(items).unwrap_or_default();
+    let data = json!({
+        "client-ca-file": client_ca_pem,
+        "requestheader-client-ca-file": requestheader_ca_pem,
+        "requestheader-allowed-names": list(&[crate::pki::FRONT_PROXY_CLIENT_CN]),
+        "requestheader-extra-headers-prefix": list(&["X-Remote-Extra-"]),
+        "requestheader-group-headers": list(&["X-Remote-Group"]),
+        "requestheader-username-headers": list(&["X-Remote-User"]),
+    });
+    let desired = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "extension-apiserver-authentication", "namespace": "kube-system"},
+        "data": data,
+    });
+    create_or_update(
+        state,
+        &rt,
+        Some("kube-system"),
+        "extension-apiserver-authentication",
+        &desired,
+        |current| {
+            let mut next = current.clone();
+            next["data"] = desired["data"].clone();
+            Some(next)
+        },
+    )
+    .await
+}
+
 /// Creates `desired` as `name` (in `ns`), or, when it exists, updates it to what `next` makes
 /// of the stored object; `None`, or the object unchanged, leaves it as it is. A conflict with
 /// another writer reads the object again, up to five attempts.
@@ -373,6 +413,14 @@ pub async fn ensure_api_service(state: &State, group: &str, version: &str) -> Ap
         },
         Err(e) => return Err(e),
     };
+    // Handed to another server (a user's metrics-server, say): its availability is the
+    // aggregator's to judge.
+    if current
+        .pointer("/spec/service")
+        .is_some_and(|s| s.is_object())
+    {
+        return Ok(());
+    }
     let available = current
         .pointer("/status/conditions")
         .and_then(serde_json::Value::as_array)

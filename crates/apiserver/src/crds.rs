@@ -157,7 +157,13 @@ pub struct CustomResources {
 
 impl Default for CustomResources {
     fn default() -> Self {
-        let builtin = Registry::builtin();
+        Self::with_builtin(Registry::builtin())
+    }
+}
+
+impl CustomResources {
+    /// Serves `builtin` (the built-in types, less any switched off) and the custom resources.
+    pub fn with_builtin(builtin: Registry) -> Self {
         CustomResources {
             current: RwLock::new(Arc::new(Served {
                 registry: Arc::new(builtin.clone()),

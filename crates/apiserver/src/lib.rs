@@ -3,6 +3,7 @@
 
 mod admission;
 mod admission_policy;
+mod aggregator;
 pub mod auth;
 mod binding;
 pub mod bootstrap;
@@ -27,6 +28,7 @@ pub mod rest;
 pub mod server;
 pub mod service_alloc;
 mod service_claims;
+mod service_resolve;
 pub mod state;
 pub mod watch;
 mod webhook;

@@ -874,7 +874,7 @@ fn error_chain(e: &dyn StdError) -> String {
     out
 }
 
-fn empty() -> ProxyBody {
+pub(crate) fn empty() -> ProxyBody {
     Empty::new().map_err(|never| match never {}).boxed_unsync()
 }
 
@@ -886,7 +886,7 @@ fn full(bytes: Bytes) -> ProxyBody {
 
 /// The agent's body, frame by frame as it arrives. An error from the agent ends the body, as
 /// upstream's `io.Copy` ends the response when the kubelet's stream fails.
-fn stream_body(body: Incoming) -> ProxyBody {
+pub(crate) fn stream_body(body: Incoming) -> ProxyBody {
     let frames = futures::stream::unfold(body, |mut body| async move {
         match body.frame().await? {
             Ok(frame) => Some((Ok::<_, Infallible>(frame), body)),

@@ -3,8 +3,11 @@
 //! Layout of `<data-dir>/pki/`: `ca.crt`/`ca.key` (the cluster CA), `apiserver.crt`/`apiserver.key`
 //! (serving certificate for localhost, 127.0.0.1, ::1, the host name and `kubernetes.default.svc`),
 //! `admin.crt`/`admin.key` (client certificate `CN=admin, O=system:masters`), and `tokens.csv`, a
-//! static token file in upstream's `--token-auth-file` format (`token,user,uid,"group1,group2"`).
-//! Mirrors what `kubeadm init phase certs` lays out, with fewer files.
+//! static token file in upstream's `--token-auth-file` format (`token,user,uid,"group1,group2"`),
+//! and `front-proxy-ca.crt`/`front-proxy-ca.key`, the CA of the client certificate the API server
+//! presents to aggregated API servers (kubeadm's `front-proxy-ca`; created on the first start that
+//! lacks it, so data dirs from before aggregation get one). Mirrors what `kubeadm init phase
+//! certs` lays out, with fewer files.
 
 use std::fs;
 use std::io;
@@ -15,6 +18,10 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
+
+/// The common name of the front proxy's client certificate, and the one name in
+/// `requestheader-allowed-names` (kubeadm's `front-proxy-client`).
+pub const FRONT_PROXY_CLIENT_CN: &str = "front-proxy-client";
 
 /// Errors creating or loading credentials.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +53,9 @@ pub struct Pki {
     pub serving_key_pem: String,
     pub admin_cert_pem: String,
     pub admin_key_pem: String,
+    /// The front proxy's CA (upstream's `--requestheader-client-ca-file`) and its key.
+    pub front_proxy_ca_pem: String,
+    pub front_proxy_ca_key_pem: String,
     /// Static bearer tokens: (token, user name, groups).
     pub tokens: Vec<StaticToken>,
 }
@@ -107,6 +117,9 @@ impl Pki {
             let p = dir.join(name);
             fs::read_to_string(&p).map_err(io_err(&p))
         };
+        if !dir.join("front-proxy-ca.crt").exists() {
+            Self::generate_front_proxy_ca(&dir)?;
+        }
         let tokens_path = dir.join("tokens.csv");
         let tokens = parse_token_file(&read("tokens.csv")?);
         if tokens.is_empty() {
@@ -122,9 +135,60 @@ impl Pki {
             serving_key_pem: read("apiserver.key")?,
             admin_cert_pem: read("admin.crt")?,
             admin_key_pem: read("admin.key")?,
+            front_proxy_ca_pem: read("front-proxy-ca.crt")?,
+            front_proxy_ca_key_pem: read("front-proxy-ca.key")?,
             tokens,
             dir,
         })
+    }
+
+    /// A self-signed CA for the front proxy's client certificate, kept apart from the cluster CA
+    /// as kubeadm keeps it: an aggregated server trusts the identity headers only from a client
+    /// this CA signed, so a user's certificate from the cluster CA cannot assert them.
+    fn generate_front_proxy_ca(dir: &Path) -> Result<(), PkiError> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, "tandem-front-proxy-ca");
+        params.distinguished_name = dn;
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        params.not_before = rcgen::date_time_ymd(2024, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2124, 1, 1);
+        let cert = params.self_signed(&key)?;
+        write_private(&dir.join("front-proxy-ca.key"), &key.serialize_pem())?;
+        // The certificate last: its presence marks a complete pair.
+        write_private(&dir.join("front-proxy-ca.crt"), &cert.pem())?;
+        Ok(())
+    }
+
+    /// Issues the front proxy's client certificate (`CN=`[`FRONT_PROXY_CLIENT_CN`], signed by the
+    /// front-proxy CA), valid from an hour ago for `valid_for`: certificate and key, PEM.
+    pub fn issue_front_proxy_client(
+        &self,
+        valid_for: std::time::Duration,
+    ) -> Result<(String, String), PkiError> {
+        let ca_key = KeyPair::from_pem(&self.front_proxy_ca_key_pem)?;
+        let issuer = Issuer::from_ca_cert_pem(&self.front_proxy_ca_pem, &ca_key)?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, FRONT_PROXY_CLIENT_CN);
+        params.distinguished_name = dn;
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let now = time::OffsetDateTime::now_utc();
+        params.not_before = now - time::Duration::hours(1);
+        params.not_after = now + valid_for;
+        let key = KeyPair::generate()?;
+        let cert = params.signed_by(&key, &issuer)?;
+        Ok((cert.pem(), key.serialize_pem()))
     }
 
     fn generate(dir: &Path, extra_sans: &[String]) -> Result<(), PkiError> {

@@ -105,7 +105,13 @@ impl ApiServer {
         // 10.96.0.1 always is).
         let kubernetes_ip = options.service_ranges.kubernetes_ip().to_string();
         let pki = Pki::load_or_create(&config.data_dir, &[kubernetes_ip])?;
-        let registry = crate::crds::CustomResources::default();
+        let registry = if options.metrics_api {
+            crate::crds::CustomResources::default()
+        } else {
+            crate::crds::CustomResources::with_builtin(
+                Registry::builtin().without_group(crate::metrics_api::GROUP),
+            )
+        };
         let cache = Cache::start(store.clone(), &Registry::builtin()).await?;
         let issuer = crate::auth::sa_token::TokenIssuer::load_or_create(
             &pki.dir,
@@ -122,6 +128,11 @@ impl ApiServer {
                 .as_ref()
                 .map(|m| m.api.flow_control().clone()),
         ));
+        let front_proxy = crate::aggregator::FrontProxy::new(&pki)?;
+        let (client_ca, requestheader_ca) = (
+            front_proxy.client_ca_pem.clone(),
+            front_proxy.ca_pem.clone(),
+        );
         let state = Arc::new(State {
             flow_control,
             registry,
@@ -136,6 +147,7 @@ impl ApiServer {
             auth,
             kubelet_client: crate::node_proxy::kubelet_client::kubelet_client(&pki)?,
             metrics: Default::default(),
+            aggregator: crate::aggregator::Aggregator::new(front_proxy),
         });
         state.auth.rbac.watch(&state.cache, &state.registry.load());
         crate::crds::start(state.clone());
@@ -151,6 +163,10 @@ impl ApiServer {
         crate::bootstrap::ensure_api_services(&state)
             .await
             .map_err(StartError::Bootstrap)?;
+        crate::aggregator::ensure_authentication_config_map(&state, &client_ca, &requestheader_ca)
+            .await
+            .map_err(StartError::Bootstrap)?;
+        crate::aggregator::start(state.clone());
 
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut roots = rustls::RootCertStore::empty();
@@ -197,7 +213,11 @@ impl ApiServer {
             pki.write_admin_kubeconfig(path, &format!("https://{host}:{}", local_addr.port()))?;
         }
         let mut tasks = vec![serve(listener, acceptor.clone(), state.clone())];
-        if let Some(resolution) = state.options.metric_resolution {
+        if let Some(resolution) = state
+            .options
+            .metric_resolution
+            .filter(|_| state.options.metrics_api)
+        {
             tasks.push(tokio::spawn(crate::metrics_api::scrape::run(
                 state.clone(),
                 resolution,
@@ -578,6 +598,12 @@ async fn route_admitted(
     if let Err(e) = crate::auth::authz::check(&state, &identity, &attrs) {
         return refuse(req, &e).await;
     }
+    // A group-version an APIService hands to another server goes there, discovery included.
+    if let ["apis", group, version, ..] = segs.as_slice()
+        && let Some(remote) = state.aggregator.remote(group, version)
+    {
+        return crate::aggregator::serve(&state, &remote, &identity, req).await;
+    }
     if req.method() == Method::GET {
         let reg = &*state.registry.load();
         match segs.as_slice() {
@@ -596,13 +622,28 @@ async fn route_admitted(
                 return value_response(200, &discovery::api_versions(&host));
             }
             ["apis"] => {
+                let remotes = state.aggregator.discovery();
                 if let Some(beta) = discovery::wants_aggregated(accept.as_deref()) {
-                    return aggregated_response(&discovery::aggregated(reg, false, beta), beta);
+                    let local = discovery::aggregated(reg, false, beta);
+                    return aggregated_response(
+                        &crate::aggregator::model::merge_aggregated(local, &remotes),
+                        beta,
+                    );
                 }
-                return value_response(200, &discovery::api_group_list(reg));
+                let local = discovery::api_group_list(reg);
+                return value_response(
+                    200,
+                    &crate::aggregator::model::merge_group_list(local, &remotes),
+                );
             }
             ["api", version] => return opt_response(discovery::resource_list(reg, "", version)),
-            ["apis", group] => return opt_response(discovery::api_group(reg, group)),
+            ["apis", group] => {
+                return opt_response(crate::aggregator::model::merge_group(
+                    discovery::api_group(reg, group),
+                    group,
+                    &state.aggregator.discovery(),
+                ));
+            }
             ["apis", group, version] => {
                 return opt_response(discovery::resource_list(reg, group, version));
             }

@@ -43,6 +43,8 @@ pub struct State {
     pub(crate) webhooks: crate::webhook::HookCache,
     /// The ValidatingAdmissionPolicies and their bindings (see `admission_policy`).
     pub(crate) policies: crate::admission_policy::PolicyCache,
+    /// The group-versions served by aggregated API servers (see `aggregator`).
+    pub(crate) aggregator: crate::aggregator::Aggregator,
 }
 
 /// Server behaviour switches.
@@ -63,6 +65,9 @@ pub struct Options {
     pub server_metrics: Option<crate::metrics::ServerMetrics>,
     /// The bounds on requests in flight and API Priority and Fairness (see `flowcontrol`).
     pub flow_control: crate::flowcontrol::FlowControlConfig,
+    /// Whether this server serves `metrics.k8s.io` itself (`tandem up --disable
+    /// metrics-server` turns it off, so a metrics-server the user installs can register it).
+    pub metrics_api: bool,
 }
 
 impl Default for Options {
@@ -74,6 +79,7 @@ impl Default for Options {
             metric_resolution: Some(crate::metrics_api::DEFAULT_RESOLUTION),
             server_metrics: Some(crate::metrics::ServerMetrics::standalone()),
             flow_control: Default::default(),
+            metrics_api: true,
         }
     }
 }

@@ -55,6 +55,9 @@ pub fn start_all(client: kube::Client, registry: Registry) -> scope::TaskScope {
 pub struct ControllerOptions {
     /// `--horizontal-pod-autoscaler-*`.
     pub hpa: hpa::HpaOptions,
+    /// Controllers of add-ons switched off (`tandem up --disable`), by name: `servicelb`,
+    /// `local-storage`, `smb`.
+    pub disabled: Vec<&'static str>,
 }
 
 /// As [`start_all`], with `options`.
@@ -98,8 +101,13 @@ fn start_all_in_scope(client: kube::Client, registry: Registry, options: Control
     spawn(deployment::run(client.clone(), pods.clone(), replicasets));
     let nodes = informer::Informer::<Node>::start(client.clone());
     spawn(daemonset::run(client.clone(), pods.clone(), nodes.clone()));
-    spawn(local_path::run(client.clone(), nodes.clone()));
-    spawn(smb_csi::run(client.clone()));
+    let on = |addon: &str| !options.disabled.contains(&addon);
+    if on("local-storage") {
+        spawn(local_path::run(client.clone(), nodes.clone()));
+    }
+    if on("smb") {
+        spawn(smb_csi::run(client.clone()));
+    }
     spawn(node_lifecycle::run(
         client.clone(),
         pods.clone(),
@@ -119,7 +127,9 @@ fn start_all_in_scope(client: kube::Client, registry: Registry, options: Control
         cronjob::CronJobOptions::default(),
     ));
     spawn(replication_controller::run(client.clone(), pods.clone()));
-    spawn(service_lb::run(client.clone(), nodes.clone()));
+    if on("servicelb") {
+        spawn(service_lb::run(client.clone(), nodes.clone()));
+    }
     spawn(windows_endpoint_limit::run(
         client.clone(),
         pods.clone(),

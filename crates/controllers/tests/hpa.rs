@@ -168,12 +168,16 @@ async fn hpa_scales_up_on_cpu_and_down_after_the_stabilization_window() -> Resul
 
     // 200 % of the request against a 50 % target: 8 wanted, at most double (4) at once.
     wait_replicas(&client, "hpa", 4).await?;
-    let rescales = event_messages(&client, "hpa", "SuccessfulRescale").await?;
-    assert!(
-        rescales.iter().any(|m| m
-            == "New size: 4; reason: cpu resource utilization (percentage of request) above target"),
-        "{rescales:?}"
-    );
+    common::wait_for(10, "the scale-up event", || async {
+        let rescales = event_messages(&client, "hpa", "SuccessfulRescale").await?;
+        Ok(rescales
+            .iter()
+            .any(|m| {
+                m == "New size: 4; reason: cpu resource utilization (percentage of request) above target"
+            })
+            .then_some(()))
+    })
+    .await?;
     // Then up to the maximum, limited there.
     wait_replicas(&client, "hpa", 6).await?;
     common::wait_for(10, "ScalingLimited TooManyReplicas", || async {
@@ -208,13 +212,15 @@ async fn hpa_scales_up_on_cpu_and_down_after_the_stabilization_window() -> Resul
     assert_eq!(rs_replicas(&client, "hpa").await?, 6);
     clock.advance(Duration::from_secs(301));
     wait_replicas(&client, "hpa", 1).await?;
-    let rescales = event_messages(&client, "hpa", "SuccessfulRescale").await?;
-    assert!(
-        rescales
+    // The event is recorded after the scale is written: wait for it rather than race it.
+    common::wait_for(10, "the scale-down event", || async {
+        let rescales = event_messages(&client, "hpa", "SuccessfulRescale").await?;
+        Ok(rescales
             .iter()
-            .any(|m| m == "New size: 1; reason: All metrics below target"),
-        "{rescales:?}"
-    );
+            .any(|m| m == "New size: 1; reason: All metrics below target")
+            .then_some(()))
+    })
+    .await?;
 
     // Metrics gone: ScalingActive False with upstream's reason, and a warning event.
     metrics

@@ -141,6 +141,19 @@ impl Registry {
         Registry { types }
     }
 
+    /// The same registry without the types of `group` (a built-in API switched off, as
+    /// `tandem up --disable metrics-server` does to the metrics API).
+    pub fn without_group(&self, group: &str) -> Registry {
+        Registry {
+            types: self
+                .types
+                .iter()
+                .filter(|t| t.group != group)
+                .cloned()
+                .collect(),
+        }
+    }
+
     /// All resource types in registration order.
     pub fn all(&self) -> &[Arc<ResourceType>] {
         &self.types

@@ -123,6 +123,7 @@ pub struct Forwarder {
     connect_timeout: Duration,
     tls: Option<TlsConnector>,
     keep_host: bool,
+    server_name: Option<String>,
 }
 
 impl std::fmt::Debug for Forwarder {
@@ -131,6 +132,7 @@ impl std::fmt::Debug for Forwarder {
             .field("connect_timeout", &self.connect_timeout)
             .field("tls", &self.tls.is_some())
             .field("keep_host", &self.keep_host)
+            .field("server_name", &self.server_name)
             .finish()
     }
 }
@@ -141,6 +143,7 @@ impl Default for Forwarder {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             tls: None,
             keep_host: false,
+            server_name: None,
         }
     }
 }
@@ -180,6 +183,14 @@ impl Forwarder {
     /// is HTTP/1.1 whatever the backend negotiates. `http://` targets still go over plain TCP.
     pub fn with_tls(mut self, config: Arc<rustls::ClientConfig>) -> Self {
         self.tls = Some(TlsConnector::from(config));
+        self
+    }
+
+    /// The same forwarder, checking a TLS backend's certificate against `name` instead of the
+    /// target's host: a Service's endpoint is dialled by address but its certificate names the
+    /// Service (`NAME.NAMESPACE.svc`), as the API server's calls to aggregated servers expect.
+    pub fn with_server_name(mut self, name: impl Into<String>) -> Self {
+        self.server_name = Some(name.into());
         self
     }
 
@@ -304,7 +315,8 @@ impl Forwarder {
         let Some(connector) = &self.tls else {
             return Err(ProxyError::TlsNotConfigured(location.target.clone()));
         };
-        let name = ServerName::try_from(location.host.clone())
+        let host = self.server_name.as_ref().unwrap_or(&location.host);
+        let name = ServerName::try_from(host.clone())
             .map_err(|_| ProxyError::InvalidTarget(location.target.clone()))?;
         let stream = connector
             .connect(name, tcp)

@@ -459,6 +459,7 @@ pub(crate) fn server_args(dir: &std::path::Path) -> ServerArgs {
         metric_resolution: Duration::ZERO,
         hpa_sync_period: Duration::from_secs(15),
         hpa_downscale_stabilization: Duration::from_secs(300),
+        disable: Vec::new(),
         store: Default::default(),
         leader_election: Default::default(),
         flow_control: Default::default(),

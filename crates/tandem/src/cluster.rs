@@ -70,6 +70,7 @@ pub async fn start_with_metrics(
         metric_resolution: Some(args.metric_resolution).filter(|d| !d.is_zero()),
         server_metrics,
         flow_control: args.flow_control.config(),
+        metrics_api: !args.disabled(crate::Addon::MetricsServer),
     };
     let server = ApiServer::start_with_options(config, dyn_store, options)
         .await
@@ -185,14 +186,18 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
     let candidate = tandem_controllers::leader_election::identity();
     // The default StorageClass `local-path` is an add-on the installer creates (k3s' local-storage
     // manifest); the controllers provision its volumes.
-    tokio::spawn(tandem_controllers::local_path::install_default_class(
-        client.clone(),
-    ));
+    if !args.disabled(crate::Addon::LocalStorage) {
+        tokio::spawn(tandem_controllers::local_path::install_default_class(
+            client.clone(),
+        ));
+    }
     // So is the emulated SMB CSI driver (CSIDriver and the `smb-csi` class; not the default).
-    tokio::spawn(tandem_controllers::smb_csi::install(
-        client.clone(),
-        args.data_dir.join("smb-share"),
-    ));
+    if !args.disabled(crate::Addon::Smb) {
+        tokio::spawn(tandem_controllers::smb_csi::install(
+            client.clone(),
+            args.data_dir.join("smb-share"),
+        ));
+    }
     // Every controller, the root CA publisher and the CSR approver and signer (nodes joining
     // with a token get their client certificates) run as one controller manager: under leader
     // election on `kube-system/kube-controller-manager`, stopped together when the lease is lost.
@@ -202,6 +207,12 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
             downscale_stabilization: args.hpa_downscale_stabilization,
             ..Default::default()
         },
+        disabled: args
+            .disable
+            .iter()
+            .map(|a| a.name())
+            .filter(|n| matches!(*n, "servicelb" | "local-storage" | "smb"))
+            .collect(),
     };
     let controllers = {
         let (c, ca, key) = (
@@ -285,6 +296,14 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
     println!(
         "                 ReplicaSet, ReplicationController, Deployment, DaemonSet, Job, EndpointSlice)"
     );
+    if args.disable.is_empty() {
+        println!(
+            "  add-ons:    metrics-server, ingress, servicelb, local-storage, smb, network-policy, dns (--disable to leave any out)"
+        );
+    } else {
+        let off: Vec<&str> = args.disable.iter().map(|a| a.name()).collect();
+        println!("  add-ons off (--disable): {}", off.join(", "));
+    }
     let mut containerds = Vec::new();
     let mut agents: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     let mut networks = Vec::new();
@@ -592,6 +611,8 @@ async fn start_node_network(
         dns_upstreams: dns_upstreams.to_vec(),
         bridge: ctrd.bridge_name().to_string(),
         gateway,
+        dns: !args.disabled(crate::Addon::Dns),
+        network_policy: !args.disabled(crate::Addon::NetworkPolicy),
     };
     let clients = match node_network_clients(server, client.clone()).await {
         Ok(c) => c,
@@ -611,8 +632,10 @@ async fn start_node_network(
         }
     };
     let mut network = crate::node_network::NodeNetwork::start(clients, &settings).await;
+    let mut ingress = up.ingress.clone();
+    ingress.enabled &= !args.disabled(crate::Addon::Ingress);
     network
-        .start_ingress(ingress_client, Some(installer), &node.name, &up.ingress)
+        .start_ingress(ingress_client, Some(installer), &node.name, &ingress)
         .await;
     if network.proxy.is_some() {
         node.labels.insert(
@@ -1034,6 +1057,9 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
                 dns_upstreams,
                 bridge: ctrd.bridge_name().to_string(),
                 gateway: ctrd.gateway(),
+                // The agent's own node network: its add-ons are the server's to switch off.
+                dns: true,
+                network_policy: true,
             };
             let mut net = crate::node_network::NodeNetwork::start(
                 crate::node_network::Clients::all(client.clone()),

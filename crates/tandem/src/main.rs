@@ -116,6 +116,12 @@ pub struct ServerArgs {
     /// (kube-controller-manager's flag).
     #[arg(long = "horizontal-pod-autoscaler-downscale-stabilization", default_value = "5m0s", value_parser = leader::parse_go_duration)]
     pub hpa_downscale_stabilization: std::time::Duration,
+    /// Built-in add-ons to leave out, comma-separated, as k3s' `--disable`: `metrics-server`
+    /// (the built-in `metrics.k8s.io`, so that a metrics-server of your own can register it),
+    /// `ingress` (alias `traefik`), `servicelb`, `local-storage`, `smb`, `network-policy`, `dns`
+    /// (alias `coredns`). `server` itself runs only the metrics API of these.
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub disable: Vec<Addon>,
     #[command(flatten)]
     pub store: store::StoreArgs,
     #[command(flatten)]
@@ -222,6 +228,42 @@ pub enum Toggle {
 }
 
 /// `tandem up --linux-runtime`.
+/// A built-in add-on that `--disable` can leave out.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Addon {
+    /// The `metrics.k8s.io` API served from the node agents' scrapes.
+    MetricsServer,
+    /// The ingress controller.
+    #[value(alias = "traefik")]
+    Ingress,
+    /// The service load balancer (LoadBalancer Services' addresses).
+    Servicelb,
+    /// The local-path provisioner and its default StorageClass.
+    LocalStorage,
+    /// The emulated SMB CSI driver and its `smb-csi` StorageClass.
+    Smb,
+    /// NetworkPolicy enforcement.
+    NetworkPolicy,
+    /// The cluster DNS.
+    #[value(alias = "coredns")]
+    Dns,
+}
+
+impl Addon {
+    /// The name `--disable` takes and the banner shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            Addon::MetricsServer => "metrics-server",
+            Addon::Ingress => "ingress",
+            Addon::Servicelb => "servicelb",
+            Addon::LocalStorage => "local-storage",
+            Addon::Smb => "smb",
+            Addon::NetworkPolicy => "network-policy",
+            Addon::Dns => "dns",
+        }
+    }
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LinuxRuntime {
     Auto,
@@ -230,6 +272,10 @@ pub enum LinuxRuntime {
 }
 
 impl ServerArgs {
+    /// Whether `--disable` names `addon`.
+    pub fn disabled(&self, addon: Addon) -> bool {
+        self.disable.contains(&addon)
+    }
     fn kubeconfig_path(&self) -> PathBuf {
         self.kubeconfig
             .clone()

@@ -27,6 +27,10 @@ pub struct NetworkSettings {
     /// The pods' bridge and its address.
     pub bridge: String,
     pub gateway: Ipv4Addr,
+    /// `--disable dns`: no cluster DNS on this node.
+    pub dns: bool,
+    /// `--disable network-policy`: NetworkPolicies are not enforced here.
+    pub network_policy: bool,
 }
 
 /// Flags of the ingress controller (`tandem up`, `tandem agent --container-runtime cri`).
@@ -113,10 +117,22 @@ impl NodeNetwork {
             }
         };
         let netpol = match &proxy {
+            Some(_) if !s.network_policy => {
+                summary.push("network policy: off (--disable network-policy)".to_string());
+                None
+            }
             Some(_) => start_netpol(clients.netpol, s, &mut summary).await,
             None => None,
         };
-        let dns = match start_dns(clients.dns, clients.installer, s).await {
+        let dns = if !s.dns {
+            summary.push("cluster DNS: off (--disable dns)".to_string());
+            Err(None)
+        } else {
+            start_dns(clients.dns, clients.installer, s)
+                .await
+                .map_err(Some)
+        };
+        let dns = match dns {
             Ok(d) => {
                 let at = d
                     .local_addrs()
@@ -141,10 +157,11 @@ impl NodeNetwork {
                 ));
                 Some(d)
             }
-            Err(e) => {
+            Err(Some(e)) => {
                 summary.push(format!("cluster DNS: not running — {e:#}"));
                 None
             }
+            Err(None) => None,
         };
         NodeNetwork {
             proxy,

@@ -6,8 +6,6 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
-
 use super::client::Target;
 use super::config::Endpoint;
 use crate::cache::Cache;
@@ -34,7 +32,9 @@ pub(crate) fn target(
             let path = if path.is_empty() { "/" } else { path.as_str() };
             let path_and_query = format!("{path}?{query}");
             let url = format!("https://{server_name}:{port}{path_and_query}");
-            let (host, port) = service_address(registry, cache, namespace, name, *port)?;
+            let (host, port) =
+                crate::service_resolve::service_address(registry, cache, namespace, name, *port)
+                    .map_err(|e| e.to_string())?;
             Ok(Target {
                 url,
                 host,
@@ -79,97 +79,6 @@ fn url_target(url: &str, query: &str) -> Result<Target, String> {
         port,
         path_and_query,
     })
-}
-
-/// The address of a ready endpoint behind port `port` of Service `namespace/name`.
-fn service_address(
-    registry: &CustomResources,
-    cache: &Cache,
-    namespace: &str,
-    name: &str,
-    port: u16,
-) -> Result<(String, u16), String> {
-    let services = registry
-        .by_plural("", "v1", "services")
-        .ok_or_else(|| "services are not served".to_string())?;
-    let service = cache
-        .get(&services, &services.key(Some(namespace), name))
-        .and_then(|o| o.to_value())
-        .ok_or_else(|| format!("service \"{name}\" not found"))?;
-    if service.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName") {
-        let host = service
-            .pointer("/spec/externalName")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        return Ok((host.to_string(), port));
-    }
-    let service_port = service
-        .pointer("/spec/ports")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find(|p| p.get("port").and_then(Value::as_u64) == Some(u64::from(port)))
-        .ok_or_else(|| format!("no service port {port} found for service \"{name}\""))?;
-    let port_name = service_port
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let slices_rt = registry
-        .by_plural("discovery.k8s.io", "v1", "endpointslices")
-        .ok_or_else(|| "endpointslices are not served".to_string())?;
-    let slices = cache.snapshot(
-        &slices_rt,
-        &slices_rt.namespace_prefix(Some(namespace)),
-        |o| {
-            o.attrs(&slices_rt)
-                .labels
-                .get("kubernetes.io/service-name")
-                .and_then(Value::as_str)
-                == Some(name)
-        },
-    );
-    let mut candidates = Vec::new();
-    for slice in slices.items.iter().filter_map(|o| o.to_value()) {
-        let Some(target_port) = slice
-            .get("ports")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .find(|p| p.get("name").and_then(Value::as_str).unwrap_or_default() == port_name)
-            .and_then(|p| p.get("port").and_then(Value::as_u64))
-            .and_then(|p| u16::try_from(p).ok())
-        else {
-            continue;
-        };
-        for endpoint in slice
-            .get("endpoints")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if endpoint
-                .pointer("/conditions/ready")
-                .and_then(Value::as_bool)
-                == Some(false)
-            {
-                continue;
-            }
-            if let Some(address) = endpoint
-                .get("addresses")
-                .and_then(Value::as_array)
-                .and_then(|a| a.first())
-                .and_then(Value::as_str)
-            {
-                candidates.push((address.to_string(), target_port));
-            }
-        }
-    }
-    if candidates.is_empty() {
-        return Err(format!("no endpoints available for service \"{name}\""));
-    }
-    // Spread calls over the endpoints as upstream's resolver picks one at random.
-    let pick = usize::from(uuid::Uuid::new_v4().as_bytes()[0]) % candidates.len();
-    Ok(candidates.swap_remove(pick))
 }
 
 #[cfg(test)]
