@@ -30,7 +30,8 @@ pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io"
 pub struct CustomVersion {
     /// The CRD's name (`certificates.cert-manager.io`).
     pub crd_name: String,
-    /// The version objects are stored at; with `conversion: None` only `apiVersion` differs.
+    /// The version objects are written at (objects written before a change of storage version
+    /// stay at the one they were written at until written again).
     pub storage_version: String,
     /// The compiled `openAPIV3Schema` (absent only if it failed to compile).
     pub schema: Option<Arc<Structural>>,
@@ -38,11 +39,13 @@ pub struct CustomVersion {
     pub columns: Vec<PrinterColumn>,
     /// `selectableFields` JSON paths (`.spec.color`).
     pub selectable_fields: Vec<String>,
-    /// Whether the CRD serves more than one version: objects are then answered with the
-    /// requested version's `apiVersion` (`conversion: None` changes nothing else).
+    /// Whether the CRD serves more than one version: objects are then converted to the
+    /// requested version (`crate::conversion_webhook`).
     pub multi_version: bool,
     /// `subresources.scale`: where the replicas and the selector live.
     pub scale: Option<ScalePaths>,
+    /// How objects are converted between the CRD's versions (`spec.conversion`).
+    pub conversion: crate::conversion_webhook::Strategy,
 }
 
 /// A CRD's `subresources.scale` paths (`.spec.replicas`-style JSON paths).
@@ -212,6 +215,7 @@ impl CustomResources {
 
     /// Rebuilds what is served from the current CRDs.
     fn rebuild(&self, crds: &[Arc<Value>]) {
+        let previous = self.served();
         let mut extra = Vec::new();
         let mut versions = HashMap::new();
         let mut established = Vec::new();
@@ -228,6 +232,13 @@ impl CustomResources {
                 .to_string();
             let served = crd::served_versions(c);
             let multi_version = served.len() > 1;
+            // A conversion webhook whose configuration did not change keeps its client.
+            let previous_strategy = previous
+                .versions
+                .values()
+                .find(|v| v.crd_name == name)
+                .map(|v| v.conversion.clone());
+            let conversion = crate::conversion_webhook::Strategy::of(c, previous_strategy.as_ref());
             for v in served {
                 let Some(rt) = crd::resource_type(c, &v) else {
                     continue;
@@ -263,6 +274,7 @@ impl CustomResources {
                         selectable_fields,
                         multi_version,
                         scale: spec_version.and_then(ScalePaths::of),
+                        conversion: conversion.clone(),
                     }),
                 );
                 extra.push(rt);

@@ -249,6 +249,12 @@ impl ApiError {
         if let Some(d) = &self.details {
             s["details"] = d.clone();
         }
+        // Upstream omits an unknown (empty) reason.
+        if self.reason.is_empty()
+            && let Some(map) = s.as_object_mut()
+        {
+            map.remove("reason");
+        }
         s
     }
 

@@ -8,6 +8,7 @@ pub mod auth;
 mod binding;
 pub mod bootstrap;
 pub mod cache;
+pub mod conversion_webhook;
 pub mod crds;
 pub mod discovery;
 pub mod error;

@@ -402,6 +402,41 @@ fn protobuf_response(code: u16, v: &Value, warnings: &[String]) -> Response<Body
     }
 }
 
+/// A dispatched answer (one object, or a JSON list) at `rt`, a custom resource whose CRD
+/// converts with a webhook, converted to `rt`'s version; a conversion that fails is the
+/// answer instead. Streams pass through (watches convert their own events).
+async fn convert_by_webhook(
+    state: &State,
+    rt: &tandem_core::registry::ResourceType,
+    result: crate::error::ApiResult<Dispatched>,
+) -> crate::error::ApiResult<Dispatched> {
+    match result? {
+        Dispatched::Reply(Reply::Value(code, mut v), r) => {
+            state.convert_answer(rt, &mut v).await?;
+            Ok(Dispatched::Reply(Reply::Value(code, v), r))
+        }
+        Dispatched::Reply(Reply::Raw(code, bytes, "application/json"), r) => {
+            let bytes = match serde_json::from_slice::<Value>(&bytes) {
+                Ok(mut v) => {
+                    let before = v.clone();
+                    state.convert_answer(rt, &mut v).await?;
+                    if v == before {
+                        bytes
+                    } else {
+                        Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
+                    }
+                }
+                Err(_) => bytes,
+            };
+            Ok(Dispatched::Reply(
+                Reply::Raw(code, bytes, "application/json"),
+                r,
+            ))
+        }
+        other => Ok(other),
+    }
+}
+
 /// Converts the objects of JSON watch event lines to another version of a custom resource.
 fn convert_lines(chunk: &Bytes, api_version: &str, kind: &str) -> Bytes {
     let mut out = Vec::with_capacity(chunk.len());
@@ -889,15 +924,27 @@ async fn serve_resource(
     let protobuf = matches!(ctx.format, Format::Protobuf { .. });
     // A custom resource served at several versions is answered at the requested one; so is a
     // built-in kind served at a version other than its storage version (`conversion`).
-    let convert = state
-        .resource(&rr.group, &rr.version, &rr.resource)
-        .ok()
+    let requested = state.resource(&rr.group, &rr.version, &rr.resource).ok();
+    let custom = requested.as_ref().and_then(|rt| state.registry.custom(rt));
+    let convert = requested
+        .as_ref()
         .filter(|rt| {
-            state.registry.custom(rt).is_some_and(|c| c.multi_version)
+            custom.as_ref().is_some_and(|c| c.multi_version)
                 || tandem_core::conversion::converts(rt)
         })
         .map(|rt| (rt.api_version(), rt.kind.clone()));
+    // A custom resource whose CRD converts with a webhook: answers are converted here, a
+    // call away (LISTs and watches convert their items where they are built).
+    let by_webhook = requested.filter(|_| {
+        custom
+            .as_ref()
+            .is_some_and(|c| c.multi_version && c.conversion.is_webhook())
+    });
     let result = dispatch(state.clone(), &mut ctx, rr, body).await;
+    let result = match by_webhook {
+        Some(rt) => convert_by_webhook(&state, &rt, result).await,
+        None => result,
+    };
     let result = match (&convert, result) {
         (Some((av, kind)), Ok(Dispatched::Reply(Reply::Value(code, mut v), rt))) => {
             tandem_core::conversion::convert_response(&mut v, av, kind);

@@ -304,11 +304,19 @@ pub async fn start(
         }
     };
     let mut closing = state.cache.closing();
+    let by_webhook = state.converts_by_webhook(&rt);
     tokio::spawn(async move {
         let mut out = Outbox::new(tx);
         let deadline = tokio::time::Instant::now() + timeout;
         let mut last_rv = sub.revision;
-        for obj in &sub.initial {
+        let initial = match state.items_at_request_version(&rt, sub.initial).await {
+            Ok(initial) => initial,
+            Err(e) => {
+                out.push(error_event(&e), deadline).await;
+                return;
+            }
+        };
+        for obj in &initial {
             if filter.accepts(&rt, obj) && !out.push(enc.event("ADDED", obj), deadline).await {
                 return;
             }
@@ -318,7 +326,14 @@ pub async fn start(
         }
         for ev in &sub.backlog {
             last_rv = ev.rv();
-            if let Some(b) = translate(&rt, &filter, ev, &mut enc)
+            let ev = match at_request_version(&state, &rt, &filter, ev, by_webhook).await {
+                Ok(ev) => ev,
+                Err(e) => {
+                    out.push(error_event(&e), deadline).await;
+                    return;
+                }
+            };
+            if let Some(b) = translate(&rt, &filter, &ev, &mut enc)
                 && !out.push(b, deadline).await
             {
                 return;
@@ -344,6 +359,13 @@ pub async fn start(
                             continue;
                         }
                         last_rv = ev.rv();
+                        let ev = match at_request_version(&state, &rt, &filter, &ev, by_webhook).await {
+                            Ok(ev) => ev,
+                            Err(e) => {
+                                out.push(error_event(&e), deadline).await;
+                                return;
+                            }
+                        };
                         if let Some(b) = translate(&rt, &filter, &ev, &mut enc)
                             && !out.push(b, deadline).await { return; }
                     }
@@ -358,6 +380,43 @@ pub async fn start(
         }
     });
     Ok(rx)
+}
+
+/// `ev` with its objects at the version `rt` serves, when `by_webhook` (a custom resource
+/// whose CRD converts with a webhook): the object, and the previous one when selectors may
+/// make the watcher see it (a DELETED for an object that stops matching). Otherwise `ev` as
+/// it is.
+async fn at_request_version(
+    state: &State,
+    rt: &ResourceType,
+    filter: &Filter,
+    ev: &Arc<CacheEvent>,
+    by_webhook: bool,
+) -> ApiResult<Arc<CacheEvent>> {
+    if !by_webhook {
+        return Ok(ev.clone());
+    }
+    let mut objects = vec![ev.object.clone()];
+    let with_prev = !filter.is_empty() && ev.prev.is_some();
+    if let Some(prev) = ev.prev.as_ref().filter(|_| with_prev) {
+        objects.push(prev.clone());
+    }
+    let mut converted = state
+        .items_at_request_version(rt, objects)
+        .await?
+        .into_iter();
+    let object = converted.next().unwrap_or_else(|| ev.object.clone());
+    let prev = if with_prev {
+        converted.next()
+    } else {
+        ev.prev.clone()
+    };
+    Ok(Arc::new(CacheEvent {
+        type_prefix: ev.type_prefix.clone(),
+        kind: ev.kind,
+        object,
+        prev,
+    }))
 }
 
 /// A watch of a type the cache does not keep ([`crate::cache::caches`]: events), fed by the

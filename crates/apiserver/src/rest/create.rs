@@ -70,6 +70,14 @@ impl State {
             ControlFlow::Continue(admitted) => admitted,
             ControlFlow::Break(dry_run) => return Ok(dry_run),
         };
+        // A custom resource written at another version is stored at its CRD's storage version
+        // (validated at the request's version first, as upstream) and answered at the
+        // request's.
+        if let Some(mut storage) = self.storage_form(rt, &obj).await? {
+            let stored = to_stored(&mut storage)?;
+            let kv = self.store_new(rt, &key, &name, &stored).await?;
+            return Ok(Reply::Value(201, with_rv(obj, kv.mod_revision)));
+        }
         let stored = to_stored(&mut obj)?;
         let kv = self.store_new(rt, &key, &name, &stored).await?;
         Ok(self.created_reply(ctx, obj, &stored, kv.mod_revision))

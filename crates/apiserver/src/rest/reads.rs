@@ -99,6 +99,7 @@ impl State {
             let (items, revision, next) = self
                 .list_from_store(rt, &prefix, start, limit, revision, &filter)
                 .await?;
+            let items = self.items_at_request_version(rt, items).await?;
             return Ok(self.list_reply(ctx, rt, items, revision, next, None));
         }
         let (items, revision, next) = if let Some(c) = cont {
@@ -110,7 +111,9 @@ impl State {
                     .into_iter()
                     .filter(|o| o.key.as_str() > c.start_after.as_str())
                     .collect();
-                return Ok(self.page_reply(ctx, rt, after, snap.revision, limit, &filter));
+                return self
+                    .page_reply(ctx, rt, after, snap.revision, limit, &filter)
+                    .await;
             }
             self.list_from_store(
                 rt,
@@ -140,20 +143,50 @@ impl State {
                     let (items, revision, next) = self
                         .list_from_store(rt, &prefix, None, limit, rev, &filter)
                         .await?;
+                    let items = self.items_at_request_version(rt, items).await?;
                     return Ok(self.list_reply(ctx, rt, items, revision, next, None));
                 }
             } else if let Some(min) = rv_param.and_then(|r| r.parse::<Revision>().ok()) {
                 self.cache.wait_for(min, Duration::from_secs(3)).await;
             }
             let snap = self.cache.snapshot(rt, &prefix, |o| filter.accepts(rt, o));
-            return Ok(self.page_reply(ctx, rt, snap.items, snap.revision, limit, &filter));
+            return self
+                .page_reply(ctx, rt, snap.items, snap.revision, limit, &filter)
+                .await;
         };
+        let items = self.items_at_request_version(rt, items).await?;
         Ok(self.list_reply(ctx, rt, items, revision, next, None))
+    }
+
+    /// A LIST's items (or a watch's objects) converted to the version `rt` serves, when its CRD
+    /// converts with a webhook (in one review; items already there are not sent). Tables and
+    /// the JSON list are then built from the converted objects. Other kinds are returned as
+    /// they are.
+    pub(crate) async fn items_at_request_version(
+        &self,
+        rt: &ResourceType,
+        items: Vec<Arc<Object>>,
+    ) -> ApiResult<Vec<Arc<Object>>> {
+        if items.is_empty() || !self.converts_by_webhook(rt) {
+            return Ok(items);
+        }
+        let mut values: Vec<Value> = items.iter().map(|o| o.value().into_owned()).collect();
+        let list = values.len() > 1;
+        self.convert_custom(rt, &mut values, &rt.version, list)
+            .await?;
+        Ok(items
+            .iter()
+            .zip(values)
+            .map(|(o, v)| {
+                let json = Bytes::from(serde_json::to_vec(&v).unwrap_or_default());
+                Arc::new(Object::with_value(o.key.clone(), o.rv, v, json))
+            })
+            .collect())
     }
 
     /// One page of a cached snapshot: the first `limit` items, a continue token when more remain,
     /// and `remainingItemCount` when no selector filtered the list (upstream only knows it then).
-    fn page_reply(
+    async fn page_reply(
         &self,
         ctx: &Ctx,
         rt: &ResourceType,
@@ -161,7 +194,7 @@ impl State {
         revision: Revision,
         limit: Option<usize>,
         filter: &Filter,
-    ) -> Reply {
+    ) -> ApiResult<Reply> {
         let mut next = None;
         let mut remaining = None;
         if let Some(l) = limit
@@ -180,7 +213,8 @@ impl State {
                 remaining = Some(rest as i64);
             }
         }
-        self.list_reply(ctx, rt, items, revision, next, remaining)
+        let items = self.items_at_request_version(rt, items).await?;
+        Ok(self.list_reply(ctx, rt, items, revision, next, remaining))
     }
 
     /// The objects under `prefix` that `filter` accepts, read from the store at `revision` a

@@ -56,7 +56,9 @@ impl State {
     ) -> ApiResult<Reply> {
         let key = rt.key(ns, name);
         let kv = self.stored_kv(rt, &key, name).await?;
-        let old = parse_stored(rt, &kv)?;
+        let mut old = parse_stored(rt, &kv)?;
+        // The scale paths are the request's version's.
+        self.to_request_version(rt, &mut old).await?;
         if let Some(rv) = meta::resource_version(&body)
             && parse_rv(rv)? != kv.mod_revision
         {

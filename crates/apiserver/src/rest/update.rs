@@ -51,7 +51,9 @@ impl State {
         if precondition.is_some_and(|p| p != kv.mod_revision) {
             return Err(ApiError::conflict(rt, name));
         }
-        let old = parse_stored(rt, &kv)?;
+        let mut old = parse_stored(rt, &kv)?;
+        // The update works on the stored object at the request's version.
+        self.to_request_version(rt, &mut old).await?;
         let stored = Stored::of(&old, &kv);
         self.commit_update(ctx, rt, ObjectKey { ns, name }, new, stored, sub)
             .await
@@ -120,7 +122,11 @@ impl State {
                 }
                 return Err(ApiError::not_found(rt, name));
             };
-            let old = parse_stored(rt, &kv)?;
+            let mut old = parse_stored(rt, &kv)?;
+            // The patch applies to the stored object at the request's version (a custom
+            // resource's conversion webhook converts it), then goes back to the storage
+            // version when it is written.
+            self.to_request_version(rt, &mut old).await?;
             // A scale patch applies to the Scale view of the object.
             let base = if sub == Some("scale") {
                 self.scale_of(rt, &old)

@@ -455,7 +455,18 @@ impl State {
         } else {
             None
         };
-        let bytes = to_stored(&mut new)?;
+        // A custom resource is stored at its CRD's storage version and answered at the
+        // request's (a conversion that fails writes nothing).
+        let mut storage = match self.storage_form(rt, &new).await {
+            Ok(storage) => storage,
+            Err(e) => {
+                if let Some(made) = made {
+                    crate::service_claims::release_made(self, made).await;
+                }
+                return Err(e);
+            }
+        };
+        let bytes = to_stored(storage.as_mut().unwrap_or(&mut new))?;
         let kv = match self.store.update(&key, bytes, Some(old_rev)).await {
             Ok(kv) => kv,
             Err(e) => {

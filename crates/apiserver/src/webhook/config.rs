@@ -33,6 +33,46 @@ pub(crate) enum Endpoint {
     },
 }
 
+impl Endpoint {
+    /// The endpoint of a webhook `clientConfig` (admission or CRD conversion): its `url`, else
+    /// its `service` (port 443 unless set).
+    pub fn of(client_config: &Value) -> Endpoint {
+        let str_of = |p: &str| {
+            client_config
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        match client_config.get("url").and_then(Value::as_str) {
+            Some(url) => Endpoint::Url(url.to_string()),
+            None => Endpoint::Service {
+                namespace: str_of("/service/namespace"),
+                name: str_of("/service/name"),
+                port: client_config
+                    .pointer("/service/port")
+                    .and_then(Value::as_u64)
+                    .and_then(|p| u16::try_from(p).ok())
+                    .unwrap_or(443),
+                path: str_of("/service/path"),
+            },
+        }
+    }
+}
+
+/// The client of a webhook `clientConfig`, trusting its base64 `caBundle` (the system's roots
+/// without one), or why none can be built.
+pub(crate) fn client_of(client_config: &Value) -> Result<Client, String> {
+    let ca_bundle = client_config
+        .get("caBundle")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    base64::engine::general_purpose::STANDARD
+        .decode(ca_bundle.as_bytes())
+        .map_err(|e| format!("invalid caBundle: {e}"))
+        .and_then(|pem| Client::new(&pem))
+}
+
 /// One webhook of a configuration, ready to match and call.
 #[derive(Debug)]
 pub(crate) struct Hook {
@@ -94,24 +134,9 @@ fn read_hook(configuration: &str, w: &Value, mutating: bool) -> Hook {
         .filter(|s| *s > 0)
         .map(|s| Duration::from_secs(s.min(MAX_TIMEOUT_SECS)))
         .unwrap_or(DEFAULT_TIMEOUT);
-    let endpoint = match w.pointer("/clientConfig/url").and_then(Value::as_str) {
-        Some(url) => Endpoint::Url(url.to_string()),
-        None => Endpoint::Service {
-            namespace: str_of("/clientConfig/service/namespace").to_string(),
-            name: str_of("/clientConfig/service/name").to_string(),
-            port: w
-                .pointer("/clientConfig/service/port")
-                .and_then(Value::as_u64)
-                .and_then(|p| u16::try_from(p).ok())
-                .unwrap_or(443),
-            path: str_of("/clientConfig/service/path").to_string(),
-        },
-    };
-    let ca_bundle = str_of("/clientConfig/caBundle");
-    let client = base64::engine::general_purpose::STANDARD
-        .decode(ca_bundle.as_bytes())
-        .map_err(|e| format!("invalid caBundle: {e}"))
-        .and_then(|pem| Client::new(&pem));
+    let client_config = w.get("clientConfig").unwrap_or(&Value::Null);
+    let endpoint = Endpoint::of(client_config);
+    let client = client_of(client_config);
     Hook {
         name: str_of("/name").to_string(),
         configuration: configuration.to_string(),

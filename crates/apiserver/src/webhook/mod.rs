@@ -21,5 +21,7 @@ mod config;
 mod dispatch;
 mod resolve;
 
-pub(crate) use config::{HookCache, Signature, read_admission_kinds};
+pub(crate) use client::Client;
+pub(crate) use config::{Endpoint, HookCache, Signature, client_of, read_admission_kinds};
 pub(crate) use dispatch::{Attempt, review_request};
+pub(crate) use resolve::target;

@@ -43,6 +43,7 @@ use std::fmt;
 
 use serde_json::{Map, Value, json};
 
+use crate::apiextensions::conversion_review::ReviewVersion as ConversionReviewVersion;
 use crate::field::{ErrorKind, FieldError, Path, go_quote};
 use crate::registry::{Registry, ResourceType};
 use crate::table::{human_duration, parse_rfc3339};
@@ -472,6 +473,9 @@ struct Options {
     /// Lists of selectable fields allowed to stay over the limit because the stored CRD already
     /// had them: version names, and `""` for the lifted list.
     allow_too_many_selectable: BTreeSet<String>,
+    /// A conversion webhook's `conversionReviewVersions` must name a version tandem speaks
+    /// (false on update when the stored CRD's already named none).
+    require_recognized_review_version: bool,
 }
 
 /// Validates a CustomResourceDefinition about to be created, after [`default_crd`] and
@@ -479,12 +483,10 @@ struct Options {
 /// status names, the stored versions, the API-approval annotation of protected groups and
 /// `spec.preserveUnknownFields`. Mirrors upstream `ValidateCustomResourceDefinition` with its
 /// messages and (internal-form) paths.
-///
-/// Tandem does not call conversion webhooks: `spec.conversion.strategy: Webhook` is refused
-/// with `Forbidden`.
 pub fn validate_crd(crd: &Value) -> Vec<FieldError> {
     let opts = Options {
         require_schema: true,
+        require_recognized_review_version: true,
         ..Options::default()
     };
     let mut errs = validate_meta_create(crd);
@@ -509,6 +511,7 @@ pub fn validate_crd_update(new: &Value, old: &Value) -> Vec<FieldError> {
             .iter()
             .all(|v| some(child(v, "schema"), "openAPIV3Schema").is_some()),
         allow_too_many_selectable: too_many_selectable_allowed(new, old),
+        require_recognized_review_version: review_versions_recognized_or_empty(old),
     };
     let mut errs = meta::validate_object_meta_update(new, old);
     let spec = child(new, "spec");
@@ -767,7 +770,11 @@ fn validate_spec(spec: &Value, opts: &Options) -> Vec<FieldError> {
         ));
     }
     if let Some(conversion) = conversion {
-        errs.extend(validate_conversion(conversion, &path.child("conversion")));
+        errs.extend(validate_conversion(
+            conversion,
+            &path.child("conversion"),
+            opts.require_recognized_review_version,
+        ));
     }
     errs
 }
@@ -1302,8 +1309,18 @@ fn resolve_field_path<'a>(
     Ok((out, current))
 }
 
-/// `spec.conversion`: upstream `validateCustomResourceConversion` with webhooks refused.
-fn validate_conversion(conversion: &Value, path: &Path) -> Vec<FieldError> {
+/// `spec.conversion`: upstream `validateCustomResourceConversion`, on the internal form's paths
+/// (`spec.conversion.webhookClientConfig`). A webhook needs a `url` or a `service` (checked by
+/// the rules admission webhooks share, `ValidateWebhookURL` and `ValidateWebhookService`) and
+/// `conversionReviewVersions` naming one version tandem speaks, unless the stored CRD already
+/// named none (`require_recognized` false, as upstream ratchets). `caBundle` is not checked
+/// here: an unreadable one fails every call instead.
+fn validate_conversion(
+    conversion: &Value,
+    path: &Path,
+    require_recognized: bool,
+) -> Vec<FieldError> {
+    use crate::validation::admissionregistration::{webhook_service, webhook_url};
     let mut errs = Vec::new();
     let strategy = text(conversion, "strategy");
     errs.extend(enum_string(
@@ -1312,13 +1329,35 @@ fn validate_conversion(conversion: &Value, path: &Path) -> Vec<FieldError> {
         &["None", "Webhook"],
     ));
     let webhook = child(conversion, "webhook");
+    let client_config = some(webhook, "clientConfig");
     if strategy == "Webhook" {
-        errs.push(FieldError::forbidden(
-            path.child("strategy"),
-            "conversion webhooks are not supported by tandem; use strategy \"None\"",
+        let cc_path = path.child("webhookClientConfig");
+        match client_config {
+            None => errs.push(FieldError::required(
+                &cc_path,
+                "required when strategy is set to Webhook",
+            )),
+            Some(cc) => match (some(cc, "url"), some(cc, "service")) {
+                (Some(url), None) => errs.extend(webhook_url(
+                    &cc_path.child("url"),
+                    url.as_str().unwrap_or_default(),
+                )),
+                (None, Some(service)) => {
+                    errs.extend(webhook_service(service, &cc_path.child("service")))
+                }
+                _ => errs.push(FieldError::required(
+                    &cc_path,
+                    "exactly one of url or service is required",
+                )),
+            },
+        }
+        errs.extend(validate_conversion_review_versions(
+            webhook,
+            &path.child("conversionReviewVersions"),
+            require_recognized,
         ));
     } else {
-        if some(webhook, "clientConfig").is_some() {
+        if client_config.is_some() {
             errs.push(FieldError::forbidden(
                 path.child("webhookClientConfig"),
                 "should not be set when strategy is not set to Webhook",
@@ -1332,6 +1371,61 @@ fn validate_conversion(conversion: &Value, path: &Path) -> Vec<FieldError> {
         }
     }
     errs
+}
+
+/// Upstream `validateConversionReviewVersions`: required, no duplicates, DNS labels, and one
+/// version the server speaks (`v1` or `v1beta1`) when `require_recognized`.
+fn validate_conversion_review_versions(
+    webhook: &Value,
+    path: &Path,
+    require_recognized: bool,
+) -> Vec<FieldError> {
+    let versions = texts(webhook, "conversionReviewVersions");
+    if versions.is_empty() {
+        return vec![FieldError::required(path, "")];
+    }
+    let mut errs = Vec::new();
+    let mut seen = BTreeSet::new();
+    let mut recognized = false;
+    for (i, v) in versions.iter().enumerate() {
+        if !seen.insert(*v) {
+            errs.push(FieldError::invalid(
+                path.index(i),
+                &json!(v),
+                "duplicate version",
+            ));
+            continue;
+        }
+        for msg in names::dns1035_label(v) {
+            errs.push(FieldError::invalid(path.index(i), &json!(v), msg));
+        }
+        recognized |= ConversionReviewVersion::parse(v).is_some();
+    }
+    if require_recognized && !recognized {
+        errs.push(FieldError::new(
+            ErrorKind::Invalid,
+            path,
+            Some(go_string_slice(webhook.get("conversionReviewVersions"))),
+            format!(
+                "must include at least one of {}",
+                ConversionReviewVersion::NAMES.join(", ")
+            ),
+        ));
+    }
+    errs
+}
+
+/// Upstream `hasValidConversionReviewVersionOrEmpty`: whether a stored CRD's webhook names a
+/// version the server speaks, or none at all (then an update must name one).
+fn review_versions_recognized_or_empty(crd: &Value) -> bool {
+    let versions = texts(
+        child(child(child(crd, "spec"), "conversion"), "webhook"),
+        "conversionReviewVersions",
+    );
+    versions.is_empty()
+        || versions
+            .iter()
+            .any(|v| ConversionReviewVersion::parse(v).is_some())
 }
 
 /// Upstream `ValidateCustomResourceDefinitionStatus`.
@@ -2943,19 +3037,68 @@ mod tests {
     // --- conversion --------------------------------------------------------------------------------
 
     #[test]
-    fn conversion_webhooks_are_refused_and_strategy_must_be_known() {
+    fn conversion_webhooks_need_a_client_config_and_a_review_version_tandem_speaks() {
         let with = |conversion: Value| {
             let mut crd = foo();
             crd["spec"]["conversion"] = conversion;
             create_errors(crd)
         };
-        assert_eq!(
+        assert!(
             with(
                 json!({"strategy": "Webhook", "webhook": {"clientConfig": {"url": "https://x"}, "conversionReviewVersions": ["v1"]}})
+            )
+            .is_empty()
+        );
+        assert!(
+            with(
+                json!({"strategy": "Webhook", "webhook": {"clientConfig": {"service": {"name": "s", "namespace": "n", "path": "/convert"}}, "conversionReviewVersions": ["v2", "v1beta1"]}})
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            with(json!({"strategy": "Webhook"})),
+            [
+                "spec.conversion.webhookClientConfig: Required value: required when strategy is set to Webhook",
+                "spec.conversion.conversionReviewVersions: Required value"
+            ]
+        );
+        assert_eq!(
+            with(
+                json!({"strategy": "Webhook", "webhook": {"clientConfig": {"url": "http://x?a=b"}, "conversionReviewVersions": ["v2", "v2", "V3"]}})
             ),
             [
-                "spec.conversion.strategy: Forbidden: conversion webhooks are not supported by tandem; use strategy \"None\""
+                "spec.conversion.webhookClientConfig.url: Invalid value: \"http\": 'https' is the only allowed URL scheme; desired format: https://host[/path]",
+                "spec.conversion.webhookClientConfig.url: Invalid value: \"a=b\": query parameters are not permitted in the URL",
+                "spec.conversion.conversionReviewVersions[1]: Invalid value: \"v2\": duplicate version",
+                "spec.conversion.conversionReviewVersions[2]: Invalid value: \"V3\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+                "spec.conversion.conversionReviewVersions: Invalid value: []string{\"v2\", \"v2\", \"V3\"}: must include at least one of v1, v1beta1"
             ]
+        );
+        assert_eq!(
+            with(
+                json!({"strategy": "Webhook", "webhook": {"clientConfig": {"url": "https://x", "service": {"name": "s", "namespace": "n"}}, "conversionReviewVersions": ["v1"]}})
+            ),
+            [
+                "spec.conversion.webhookClientConfig: Required value: exactly one of url or service is required"
+            ]
+        );
+        assert_eq!(
+            with(
+                json!({"strategy": "Webhook", "webhook": {"clientConfig": {"service": {"name": "s"}}, "conversionReviewVersions": ["v1"]}})
+            ),
+            [
+                "spec.conversion.webhookClientConfig.service.name: Required value: service name is required"
+            ]
+        );
+        // An update keeps a stored webhook that named no version tandem speaks, as upstream
+        // ratchets; a new CRD may not.
+        let mut old = established(foo());
+        old["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {"clientConfig": {"url": "https://x"}, "conversionReviewVersions": ["v9"]}});
+        let new = old.clone();
+        assert!(
+            !strings(&validate_crd_update(&new, &old))
+                .iter()
+                .any(|m| m.contains("must include at least one of")),
         );
         assert_eq!(
             with(json!({"strategy": "Bogus"})),

@@ -21,6 +21,10 @@ mod webhooks;
 #[cfg(test)]
 mod tests;
 
+/// The `clientConfig` rules webhooks share: CRD conversion webhooks are checked by them too,
+/// as upstream's `k8s.io/apiserver/pkg/util/webhook` serves both.
+pub(crate) use client_config::{webhook_service, webhook_url};
+
 use serde_json::{Value, json};
 
 use super::json::{each_mut, ensure_obj, set_default};

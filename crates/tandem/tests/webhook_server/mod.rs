@@ -4,6 +4,8 @@
 //! every review it received.
 #![allow(dead_code, reason = "each test binary uses its own part")]
 
+pub mod conversion;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,30 +51,7 @@ impl WebhookServer {
         service_dns: &str,
         handler: impl Fn(&str, &Value) -> Answer + Send + Sync + 'static,
     ) -> WebhookServer {
-        let ca_key = KeyPair::generate().expect("ca key");
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca_cert = ca_params.self_signed(&ca_key).expect("ca cert");
-        let issuer = Issuer::new(ca_params, &ca_key);
-        let key = KeyPair::generate().expect("server key");
-        let mut params =
-            CertificateParams::new(vec!["localhost".to_string(), service_dns.to_string()])
-                .expect("server params");
-        params
-            .subject_alt_names
-            .push(SanType::IpAddress("127.0.0.1".parse().expect("ip")));
-        let cert = params.signed_by(&key, &issuer).expect("server cert");
-        let chain = vec![CertificateDer::from(cert.der().to_vec())];
-        let private = PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).expect("key");
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = Arc::new(
-            rustls::ServerConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .expect("tls versions")
-                .with_no_client_auth()
-                .with_single_cert(chain, private)
-                .expect("tls config"),
-        );
+        let (config, ca_pem) = tls_config(service_dns);
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind webhook");
         let port = listener.local_addr().expect("addr").port();
         listener.set_nonblocking(true).expect("nonblocking");
@@ -100,7 +79,7 @@ impl WebhookServer {
         }
         WebhookServer {
             port,
-            ca_pem: ca_cert.pem(),
+            ca_pem,
             reviews,
             stop,
         }
@@ -152,38 +131,9 @@ fn serve(
         if stop.load(Ordering::SeqCst) {
             return;
         }
-        let mut reader = BufReader::new(&mut tls);
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+        let Some((path, body)) = read_request(&mut tls) else {
             return;
-        }
-        let target = request_line
-            .split_whitespace()
-            .nth(1)
-            .unwrap_or("/")
-            .to_string();
-        let path = target.split('?').next().unwrap_or("/").to_string();
-        let mut length = 0usize;
-        loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = line.split_once(':')
-                && k.eq_ignore_ascii_case("content-length")
-            {
-                length = v.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0u8; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        drop(reader);
+        };
         let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         reviews
             .lock()
@@ -217,13 +167,82 @@ fn serve(
             )
             .expect("answer")
         };
-        let head = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            answer.len()
-        );
-        if tls.write_all(head.as_bytes()).is_err() || tls.write_all(&answer).is_err() {
+        if !write_json(&mut tls, &answer) {
             return;
         }
-        let _ = tls.flush();
     }
+}
+
+/// A TLS configuration with a certificate for `127.0.0.1`, `localhost` and `service_dns`,
+/// signed by a fresh CA; returns it with the CA in PEM.
+pub fn tls_config(service_dns: &str) -> (Arc<rustls::ServerConfig>, String) {
+    let ca_key = KeyPair::generate().expect("ca key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca_params.self_signed(&ca_key).expect("ca cert");
+    let issuer = Issuer::new(ca_params, &ca_key);
+    let key = KeyPair::generate().expect("server key");
+    let mut params = CertificateParams::new(vec!["localhost".to_string(), service_dns.to_string()])
+        .expect("server params");
+    params
+        .subject_alt_names
+        .push(SanType::IpAddress("127.0.0.1".parse().expect("ip")));
+    let cert = params.signed_by(&key, &issuer).expect("server cert");
+    let chain = vec![CertificateDer::from(cert.der().to_vec())];
+    let private = PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).expect("key");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("tls versions")
+            .with_no_client_auth()
+            .with_single_cert(chain, private)
+            .expect("tls config"),
+    );
+    (config, ca_cert.pem())
+}
+
+/// Reads one HTTP/1.1 request from `tls`: its path (without the query) and body; `None` when
+/// the client closed the connection.
+pub fn read_request<S: Read + Write>(tls: &mut S) -> Option<(String, Vec<u8>)> {
+    let mut reader = BufReader::new(tls);
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+        return None;
+    }
+    let target = request_line
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or("/")
+        .to_string();
+    let path = target.split('?').next().unwrap_or("/").to_string();
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':')
+            && k.eq_ignore_ascii_case("content-length")
+        {
+            length = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0u8; length];
+    reader.read_exact(&mut body).ok()?;
+    Some((path, body))
+}
+
+/// Writes a 200 answer with a JSON body; false when the connection is gone.
+pub fn write_json<S: Write>(tls: &mut S, answer: &[u8]) -> bool {
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        answer.len()
+    );
+    let ok = tls.write_all(head.as_bytes()).is_ok() && tls.write_all(answer).is_ok();
+    ok && tls.flush().is_ok()
 }

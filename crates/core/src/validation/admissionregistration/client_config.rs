@@ -133,7 +133,7 @@ fn check_host(host: &str) -> Result<(), String> {
 
 /// Upstream `ValidateWebhookURL` with `forceHttps`: an https URL with a host and without user
 /// information, query or fragment.
-pub(super) fn webhook_url(path: &Path, raw: &str) -> Vec<FieldError> {
+pub(crate) fn webhook_url(path: &Path, raw: &str) -> Vec<FieldError> {
     let url = match parse_url(raw) {
         Ok(u) => u,
         Err(e) => {
@@ -186,7 +186,7 @@ pub(super) fn webhook_url(path: &Path, raw: &str) -> Vec<FieldError> {
 /// call passes the service's name where the function expects the namespace and the other way
 /// round, so an empty `namespace` is reported as `service.name: Required value: service name
 /// is required` (and an empty name at `service.namespace`); kept as upstream answers.
-pub(super) fn webhook_service(service: &Value, path: &Path) -> Vec<FieldError> {
+pub(crate) fn webhook_service(service: &Value, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if str_at(service, "namespace").unwrap_or_default().is_empty() {
         errs.push(FieldError::required(
