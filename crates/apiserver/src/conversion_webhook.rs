@@ -105,16 +105,7 @@ impl ConversionWebhook {
             config: webhook.clone(),
             endpoint: Endpoint::of(client_config),
             client: crate::webhook::client_of(client_config),
-            review_versions: webhook
-                .get("conversionReviewVersions")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default(),
+            review_versions: crate::webhook::string_list(webhook, "conversionReviewVersions"),
         }
     }
 

@@ -207,7 +207,13 @@ impl CustomResources {
 
     /// The custom version behind `rt`, if `rt` is a custom resource.
     pub fn custom(&self, rt: &ResourceType) -> Option<Arc<CustomVersion>> {
-        self.served()
+        let served = self.served();
+        // Asked on every write (and answer) of every kind: a cluster without CRDs answers
+        // without building the key.
+        if served.versions.is_empty() {
+            return None;
+        }
+        served
             .versions
             .get(&(rt.group.clone(), rt.version.clone(), rt.plural.clone()))
             .cloned()

@@ -147,18 +147,7 @@ impl Pki {
     /// this CA signed, so a user's certificate from the cluster CA cannot assert them.
     fn generate_front_proxy_ca(dir: &Path) -> Result<(), PkiError> {
         let key = KeyPair::generate()?;
-        let mut params = CertificateParams::new(Vec::<String>::new())?;
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, "tandem-front-proxy-ca");
-        params.distinguished_name = dn;
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        params.not_before = rcgen::date_time_ymd(2024, 1, 1);
-        params.not_after = rcgen::date_time_ymd(2124, 1, 1);
+        let params = ca_params("tandem-front-proxy-ca")?;
         let cert = params.self_signed(&key)?;
         write_private(&dir.join("front-proxy-ca.key"), &key.serialize_pem())?;
         // The certificate last: its presence marks a complete pair.
@@ -172,39 +161,17 @@ impl Pki {
         &self,
         valid_for: std::time::Duration,
     ) -> Result<(String, String), PkiError> {
-        let ca_key = KeyPair::from_pem(&self.front_proxy_ca_key_pem)?;
-        let issuer = Issuer::from_ca_cert_pem(&self.front_proxy_ca_pem, &ca_key)?;
-        let mut params = CertificateParams::new(Vec::<String>::new())?;
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, FRONT_PROXY_CLIENT_CN);
-        params.distinguished_name = dn;
-        params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        let now = time::OffsetDateTime::now_utc();
-        params.not_before = now - time::Duration::hours(1);
-        params.not_after = now + valid_for;
-        let key = KeyPair::generate()?;
-        let cert = params.signed_by(&key, &issuer)?;
-        Ok((cert.pem(), key.serialize_pem()))
+        sign_client_cert(
+            (&self.front_proxy_ca_pem, &self.front_proxy_ca_key_pem),
+            FRONT_PROXY_CLIENT_CN,
+            &[],
+            valid_for,
+        )
     }
 
     fn generate(dir: &Path, extra_sans: &[String]) -> Result<(), PkiError> {
         let ca_key = KeyPair::generate()?;
-        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, "tandem-ca");
-        ca_params.distinguished_name = dn;
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        ca_params.not_before = rcgen::date_time_ymd(2024, 1, 1);
-        ca_params.not_after = rcgen::date_time_ymd(2124, 1, 1);
+        let ca_params = ca_params("tandem-ca")?;
         let ca_cert = ca_params.self_signed(&ca_key)?;
         let issuer = Issuer::new(ca_params, &ca_key);
 
@@ -304,26 +271,7 @@ impl Pki {
         if orgs.len() > 1 {
             return Err(PkiError::TooManyGroups(orgs.len()));
         }
-        let ca_key = KeyPair::from_pem(&self.ca_key_pem)?;
-        let issuer = Issuer::from_ca_cert_pem(&self.ca_pem, &ca_key)?;
-        let mut params = CertificateParams::new(Vec::<String>::new())?;
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, cn);
-        for org in orgs {
-            dn.push(DnType::OrganizationName, *org);
-        }
-        params.distinguished_name = dn;
-        params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        let now = time::OffsetDateTime::now_utc();
-        params.not_before = now - time::Duration::hours(1);
-        params.not_after = now + valid_for;
-        let key = KeyPair::generate()?;
-        let cert = params.signed_by(&key, &issuer)?;
-        Ok((cert.pem(), key.serialize_pem()))
+        sign_client_cert((&self.ca_pem, &self.ca_key_pem), cn, orgs, valid_for)
     }
 
     /// A kubeconfig for `server` whose user authenticates with the given client certificate.
@@ -373,6 +321,53 @@ impl Pki {
         }
         write_private(path, &self.admin_kubeconfig(server))
     }
+}
+
+/// The parameters of a self-signed CA named `cn`, valid 2024–2124.
+fn ca_params(cn: &str) -> Result<CertificateParams, PkiError> {
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, cn);
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    params.not_before = rcgen::date_time_ymd(2024, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2124, 1, 1);
+    Ok(params)
+}
+
+/// A client certificate for `cn` in `orgs`, signed by the CA `(certificate, key)` (PEM), valid
+/// from an hour ago for `valid_for`: certificate and key, PEM.
+fn sign_client_cert(
+    (ca_pem, ca_key_pem): (&str, &str),
+    cn: &str,
+    orgs: &[&str],
+    valid_for: std::time::Duration,
+) -> Result<(String, String), PkiError> {
+    let ca_key = KeyPair::from_pem(ca_key_pem)?;
+    let issuer = Issuer::from_ca_cert_pem(ca_pem, &ca_key)?;
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, cn);
+    for org in orgs {
+        dn.push(DnType::OrganizationName, *org);
+    }
+    params.distinguished_name = dn;
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::hours(1);
+    params.not_after = now + valid_for;
+    let key = KeyPair::generate()?;
+    let cert = params.signed_by(&key, &issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
 }
 
 /// Parses upstream's static token file format: `token,user,uid[,"group1,group2"]` per line.

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderName, HeaderValue, Request};
+use http::Request;
 use http_body_util::{BodyExt, Empty, Limited};
 use serde_json::Value;
 
@@ -148,12 +148,7 @@ async fn check(state: &State, remote: &Remote) -> Check {
     let path = spec.discovery_path();
     let mut last = String::new();
     for (host, port) in addresses.into_iter().take(ATTEMPTS) {
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host
-        };
-        let url = format!("https://{host}:{port}{path}");
+        let url = format!("{}{path}", super::base_url(&host, port));
         match tokio::time::timeout(CHECK_TIMEOUT, discovery_get(forwarder, &url)).await {
             Ok(Ok((code, body))) if (200..400).contains(&code) => {
                 let list = serde_json::from_slice::<Value>(&body)
@@ -188,18 +183,12 @@ async fn discovery_get(
         .header(http::header::ACCEPT, "application/json")
         .body(Empty::<Bytes>::new())
         .map_err(|e| e.to_string())?;
-    for (name, value) in model::identity_headers(
+    super::add_identity(
+        req.headers_mut(),
         "system:kube-aggregator",
         &["system:masters".into()],
         &Default::default(),
-    ) {
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_str(&value),
-        ) {
-            req.headers_mut().append(name, value);
-        }
-    }
+    );
     let resp = forwarder
         .forward(req, url)
         .await

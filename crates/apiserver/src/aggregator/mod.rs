@@ -67,19 +67,7 @@ impl FrontProxy {
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AnyServerCert::new(provider)))
         } else {
-            let mut roots = rustls::RootCertStore::empty();
-            if spec.ca_bundle.is_empty() {
-                for cert in rustls_native_certs::load_native_certs().certs {
-                    let _ = roots.add(cert);
-                }
-            } else {
-                for cert in CertificateDer::pem_slice_iter(&spec.ca_bundle) {
-                    let cert = cert.map_err(|e| format!("invalid caBundle: {e}"))?;
-                    roots
-                        .add(cert)
-                        .map_err(|e| format!("invalid caBundle: {e}"))?;
-                }
-            }
+            let roots = crate::webhook::trust_roots(&spec.ca_bundle)?;
             builder.with_root_certificates(roots)
         };
         let mut config = builder
@@ -143,6 +131,33 @@ impl Remote {
 
 /// Remote group-versions by (group, version).
 type Table = HashMap<(String, String), Arc<Remote>>;
+
+/// Adds the identity headers of `name` in `groups` (with `extra`) to `headers`
+/// ([`model::identity_headers`]); a value a header cannot carry is left out.
+fn add_identity(
+    headers: &mut http::HeaderMap,
+    name: &str,
+    groups: &[String],
+    extra: &std::collections::BTreeMap<String, Vec<String>>,
+) {
+    for (name, value) in model::identity_headers(name, groups, extra) {
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(name.as_bytes()),
+            http::HeaderValue::from_str(&value),
+        ) {
+            headers.append(name, value);
+        }
+    }
+}
+
+/// `https://HOST:PORT` of a resolved endpoint, an IPv6 address bracketed.
+fn base_url(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("https://[{host}]:{port}")
+    } else {
+        format!("https://{host}:{port}")
+    }
+}
 
 /// The remote group-versions, swapped whole when an APIService changes.
 #[derive(Default)]

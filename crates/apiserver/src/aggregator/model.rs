@@ -289,6 +289,20 @@ fn new_groups(remotes: &[RemoteDiscovery], local_groups: &[String]) -> Vec<Strin
     groups.into_iter().map(|(_, g)| g).collect()
 }
 
+/// Appends to `versions` the entries of `local`'s `versions` that no remote version replaces.
+fn append_unreplaced(versions: &mut Vec<Value>, local: &Value, remote: &[&RemoteDiscovery]) {
+    for v in local
+        .get("versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if !remote.iter().any(|r| v["version"] == r.version.as_str()) {
+            versions.push(v.clone());
+        }
+    }
+}
+
 fn group_version_entry(group: &str, version: &str) -> Value {
     json!({"groupVersion": format!("{group}/{version}"), "version": version})
 }
@@ -311,16 +325,7 @@ pub(crate) fn merge_group(
     let preferred = match &local {
         // A local group keeps its preferred version unless a remote one replaced it.
         Some(l) => {
-            for v in l
-                .get("versions")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if !remote.iter().any(|r| v["version"] == r.version.as_str()) {
-                    versions.push(v.clone());
-                }
-            }
+            append_unreplaced(&mut versions, l, &remote);
             l.get("preferredVersion")
                 .filter(|p| !remote.iter().any(|r| p["version"] == r.version.as_str()))
                 .cloned()
@@ -343,24 +348,26 @@ pub(crate) fn merge_group_list(mut local: Value, remotes: &[RemoteDiscovery]) ->
         .iter()
         .filter_map(|g| g["name"].as_str().map(str::to_string))
         .collect();
+    // A group of the list has no `kind` or `apiVersion` of its own.
+    let entry = |local: Option<Value>, name: &str| {
+        let mut merged = merge_group(local, name, remotes)?;
+        if let Some(m) = merged.as_object_mut() {
+            m.remove("kind");
+            m.remove("apiVersion");
+        }
+        Some(merged)
+    };
     for g in groups.iter_mut() {
         let name = g["name"].as_str().unwrap_or_default().to_string();
-        if let Some(mut merged) = merge_group(Some(g.clone()), &name, remotes) {
-            if let Some(m) = merged.as_object_mut() {
-                m.remove("kind");
-                m.remove("apiVersion");
-            }
+        if !remotes.iter().any(|r| r.group == name) {
+            continue;
+        }
+        if let Some(merged) = entry(Some(g.clone()), &name) {
             *g = merged;
         }
     }
     for name in new_groups(remotes, &names) {
-        if let Some(mut merged) = merge_group(None, &name, remotes) {
-            if let Some(m) = merged.as_object_mut() {
-                m.remove("kind");
-                m.remove("apiVersion");
-            }
-            groups.push(merged);
-        }
+        groups.extend(entry(None, &name));
     }
     local
 }
@@ -454,16 +461,7 @@ pub(crate) fn merge_aggregated(mut local: Value, remotes: &[RemoteDiscovery]) ->
             continue;
         }
         let mut versions: Vec<Value> = remote.iter().map(|r| aggregated_version(r)).collect();
-        for v in item
-            .get("versions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if !remote.iter().any(|r| v["version"] == r.version.as_str()) {
-                versions.push(v.clone());
-            }
-        }
+        append_unreplaced(&mut versions, item, &remote);
         item["versions"] = json!(versions);
     }
     for group in new_groups(&read, &names) {

@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 
 use super::Remote;
-use super::model::{identity_headers, is_stripped_header};
+use super::model::is_stripped_header;
 use crate::auth::UserInfo;
 use crate::node_proxy::{ProxyBody, empty, stream_body};
 use crate::state::State;
@@ -50,17 +50,12 @@ pub(crate) async fn serve(
             return text(StatusCode::SERVICE_UNAVAILABLE, "service unavailable\n");
         }
     };
-    let host = if host.contains(':') {
-        format!("[{host}]")
-    } else {
-        host
-    };
     let path_and_query = req
         .uri()
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "/".to_string());
-    let url = format!("https://{host}:{port}{path_and_query}");
+    let url = format!("{}{path_and_query}", super::base_url(&host, port));
     let headers = req.headers_mut();
     let stripped: Vec<HeaderName> = headers
         .keys()
@@ -70,14 +65,7 @@ pub(crate) async fn serve(
     for name in stripped {
         headers.remove(name);
     }
-    for (name, value) in identity_headers(&user.name, &user.groups, &user.extra) {
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_str(&value),
-        ) {
-            headers.append(name, value);
-        }
-    }
+    super::add_identity(headers, &user.name, &user.groups, &user.extra);
     match forwarder.forward(req, &url).await {
         Ok(resp) if resp.status() == StatusCode::SWITCHING_PROTOCOLS => resp.map(|_| empty()),
         Ok(resp) => resp.map(stream_body),

@@ -232,16 +232,7 @@ fn token_review(state: &State, spec: &Value) -> Value {
         .get("token")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let audiences: Vec<String> = spec
-        .get("audiences")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
+    let audiences = crate::webhook::string_list(spec, "audiences");
     let authn = &state.auth.authn;
     let result = if !audiences.is_empty() && token.matches('.').count() == 2 {
         authn

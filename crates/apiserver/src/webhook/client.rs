@@ -64,6 +64,29 @@ pub(crate) enum CallError {
     Status { code: u16 },
 }
 
+/// The certificates a server the API server calls (a webhook, an aggregated API server) must
+/// chain to: the PEM certificates of `ca_bundle`, or the system's roots when it is empty. An
+/// unreadable bundle, or one with no certificate, is an error.
+pub(crate) fn trust_roots(ca_bundle: &[u8]) -> Result<rustls::RootCertStore, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    if ca_bundle.is_empty() {
+        for cert in rustls_native_certs::load_native_certs().certs {
+            let _ = roots.add(cert);
+        }
+        return Ok(roots);
+    }
+    for cert in CertificateDer::pem_slice_iter(ca_bundle) {
+        let cert = cert.map_err(|e| format!("invalid caBundle: {e}"))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("invalid caBundle: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err("invalid caBundle: no certificate found".to_string());
+    }
+    Ok(roots)
+}
+
 /// A webhook's client: its TLS configuration and its idle connections.
 pub(crate) struct Client {
     tls: TlsConnector,
@@ -80,23 +103,7 @@ impl Client {
     /// A client trusting the PEM certificates of `ca_bundle`, or the system's roots when it is
     /// empty. An unreadable bundle is an error (the webhook then fails by its policy).
     pub fn new(ca_bundle: &[u8]) -> Result<Client, String> {
-        let mut roots = rustls::RootCertStore::empty();
-        if ca_bundle.is_empty() {
-            let found = rustls_native_certs::load_native_certs();
-            for cert in found.certs {
-                let _ = roots.add(cert);
-            }
-        } else {
-            for cert in CertificateDer::pem_slice_iter(ca_bundle) {
-                let cert = cert.map_err(|e| format!("invalid caBundle: {e}"))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("invalid caBundle: {e}"))?;
-            }
-            if roots.is_empty() {
-                return Err("invalid caBundle: no certificate found".to_string());
-            }
-        }
+        let roots = trust_roots(ca_bundle)?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()

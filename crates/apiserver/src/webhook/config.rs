@@ -154,19 +154,24 @@ fn read_hook(configuration: &str, w: &Value, mutating: bool) -> Hook {
         side_effects: str_of("/sideEffects").to_string(),
         timeout,
         endpoint,
-        review_versions: w
-            .get("admissionReviewVersions")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default(),
+        review_versions: string_list(w, "admissionReviewVersions"),
         reinvoke_if_needed: mutating && str_of("/reinvocationPolicy") == "IfNeeded",
         client,
     }
+}
+
+/// The strings of `v`'s array field `key` (none when absent; non-strings skipped): a
+/// webhook's review versions, a review's audiences.
+pub(crate) fn string_list(v: &Value, key: &str) -> Vec<String> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The webhooks of configurations `configs` (name, object), in upstream's order.

@@ -21,7 +21,9 @@ mod config;
 mod dispatch;
 mod resolve;
 
-pub(crate) use client::Client;
-pub(crate) use config::{Endpoint, HookCache, Signature, client_of, read_admission_kinds};
+pub(crate) use client::{Client, trust_roots};
+pub(crate) use config::{
+    Endpoint, HookCache, Signature, client_of, read_admission_kinds, string_list,
+};
 pub(crate) use dispatch::{Attempt, review_request};
 pub(crate) use resolve::target;
