@@ -19,7 +19,10 @@ use kube::core::GroupVersionKind;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tandem_controllers::clock::FakeClock;
-use tandem_controllers::hpa::metrics::{MetricsError, MetricsSource, PodUsage};
+use tandem_controllers::hpa::metrics::{
+    CustomMetricsSource, DescribedObject, MetricsError, MetricsSource, PodUsage,
+};
+use tandem_controllers::hpa::replicas::{PodSamples, Sample};
 use tandem_controllers::hpa::{self, HpaOptions};
 use tandem_controllers::informer::Informer;
 
@@ -59,6 +62,89 @@ impl MetricsSource for FakeMetrics {
                     )
                 })
                 .collect())
+        })
+    }
+}
+
+/// Custom and external metrics as an adapter would serve them, by namespace: every pod of
+/// `pods` reports 30; the Service `web` 150; the external `queue` series 50 and 30 (only for
+/// the selector `queue=a`); namespace `missing` has nothing. Records what was asked.
+#[derive(Default)]
+struct FakeCustomMetrics {
+    asked: Mutex<Vec<String>>,
+}
+
+impl FakeCustomMetrics {
+    fn record(&self, what: String) {
+        self.asked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(what);
+    }
+
+    fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl CustomMetricsSource for FakeCustomMetrics {
+    fn pods_metric<'a>(
+        &'a self,
+        namespace: &'a str,
+        selector: &'a str,
+        metric: &'a str,
+        _metric_selector: &'a str,
+    ) -> BoxFuture<'a, Result<PodSamples, String>> {
+        self.record(format!("pods {namespace} {selector} {metric}"));
+        Box::pin(async move {
+            if namespace != "pods" {
+                return Err("no metrics returned from custom metrics API".into());
+            }
+            let sample = Sample {
+                value: 30_000,
+                timestamp: Timestamp::now(),
+                window: Duration::from_secs(60),
+            };
+            Ok(PodSamples::from([
+                ("web-a".to_string(), sample),
+                ("web-b".to_string(), sample),
+            ]))
+        })
+    }
+
+    fn object_metric<'a>(
+        &'a self,
+        namespace: &'a str,
+        object: &'a DescribedObject,
+        metric: &'a str,
+        _metric_selector: &'a str,
+    ) -> BoxFuture<'a, Result<i64, String>> {
+        self.record(format!(
+            "object {namespace} {} {} {} {metric}",
+            object.api_version, object.kind, object.name
+        ));
+        Box::pin(async move {
+            if namespace == "object" && object.kind == "Service" && object.name == "web" {
+                Ok(150_000)
+            } else {
+                Err("the server could not find the requested resource".into())
+            }
+        })
+    }
+
+    fn external_metric<'a>(
+        &'a self,
+        namespace: &'a str,
+        metric: &'a str,
+        metric_selector: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<i64>, String>> {
+        self.record(format!("external {namespace} {metric} {metric_selector}"));
+        Box::pin(async move {
+            if namespace == "external" && metric_selector == "queue=a" {
+                Ok(vec![50_000, 30_000])
+            } else {
+                Err("no metrics returned from external metrics API".into())
+            }
         })
     }
 }
@@ -356,6 +442,134 @@ async fn invalid_hpas_are_refused_with_field_paths() -> Result<()> {
         ),
         "{}",
         status.message
+    );
+    Ok(())
+}
+
+fn hpa_with(metric: serde_json::Value) -> serde_json::Value {
+    json!({
+        "metadata": {"name": "web"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web"},
+            "minReplicas": 1, "maxReplicas": 10, "metrics": [metric]}})
+}
+
+async fn current_metric(client: &Client, ns: &str) -> Result<serde_json::Value> {
+    let hpa = Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), ns)
+        .get("web")
+        .await?;
+    let status = serde_json::to_value(hpa.status.unwrap_or_default())?;
+    Ok(status["currentMetrics"][0].clone())
+}
+
+#[tokio::test]
+async fn hpa_scales_on_pods_object_and_external_metrics() -> Result<()> {
+    let s = tandem_test_support::TestServer::start().await?;
+    let client = s.client.clone();
+    for ns in ["pods", "object", "external", "missing"] {
+        common::namespace(&client, ns).await?;
+        workload(&client, ns, 2).await?;
+    }
+    let custom = Arc::new(FakeCustomMetrics::default());
+    tokio::spawn(hpa::run(
+        client.clone(),
+        Informer::<Pod>::start(client.clone()),
+        HpaOptions {
+            sync_period: Duration::from_millis(200),
+            metrics: Some(Arc::new(FakeMetrics::default())),
+            custom_metrics: Some(custom.clone()),
+            ..HpaOptions::default()
+        },
+    ));
+    // Pods: 30 per pod against an average of 10 → three times the two ready pods.
+    common::create::<HorizontalPodAutoscaler>(
+        &client,
+        "pods",
+        hpa_with(
+            json!({"type": "Pods", "pods": {"metric": {"name": "requests_per_second"},
+            "target": {"type": "AverageValue", "averageValue": "10"}}}),
+        ),
+    )
+    .await?;
+    // Object: the Service's 150 against a value of 100 → 1.5 times the two ready pods.
+    common::create::<HorizontalPodAutoscaler>(
+        &client,
+        "object",
+        hpa_with(json!({"type": "Object", "object": {
+            "describedObject": {"apiVersion": "v1", "kind": "Service", "name": "web"},
+            "metric": {"name": "requests"},
+            "target": {"type": "Value", "value": "100"}}})),
+    )
+    .await?;
+    // External: 50 + 30 against an average of 20 per pod → 4.
+    common::create::<HorizontalPodAutoscaler>(
+        &client,
+        "external",
+        hpa_with(json!({"type": "External", "external": {
+            "metric": {"name": "queue_depth", "selector": {"matchLabels": {"queue": "a"}}},
+            "target": {"type": "AverageValue", "averageValue": "20"}}})),
+    )
+    .await?;
+    common::create::<HorizontalPodAutoscaler>(
+        &client,
+        "missing",
+        hpa_with(json!({"type": "External", "external": {
+            "metric": {"name": "queue_depth"},
+            "target": {"type": "Value", "value": "20"}}})),
+    )
+    .await?;
+
+    wait_replicas(&client, "pods", 6).await?;
+    wait_replicas(&client, "object", 3).await?;
+    wait_replicas(&client, "external", 4).await?;
+    common::wait_for(10, "the Pods metric in the status", || async {
+        let m = current_metric(&client, "pods").await?;
+        Ok((m["pods"]["current"]["averageValue"] == "30").then_some(m))
+    })
+    .await
+    .map(|m| assert_eq!(m["pods"]["metric"]["name"], "requests_per_second"))?;
+    common::wait_for(10, "the Object metric in the status", || async {
+        let m = current_metric(&client, "object").await?;
+        Ok((m["object"]["current"]["value"] == "150").then_some(m))
+    })
+    .await
+    .map(|m| assert_eq!(m["object"]["describedObject"]["kind"], "Service"))?;
+    common::wait_for(10, "the External metric in the status", || async {
+        let m = current_metric(&client, "external").await?;
+        Ok((m["external"]["current"]["averageValue"] == "80").then_some(m))
+    })
+    .await?;
+    common::wait_for(10, "the scale-up event of the external metric", || async {
+        let rescales = event_messages(&client, "external", "SuccessfulRescale").await?;
+        Ok(rescales
+            .iter()
+            .any(|m| m == "New size: 4; reason: external metric queue_depth(queue=a) above target")
+            .then_some(()))
+    })
+    .await?;
+
+    // No series: ScalingActive False with upstream's reason, the metric named in the message.
+    common::wait_for(10, "FailedGetExternalMetric", || async {
+        Ok((condition(&client, "missing", "ScalingActive").await?
+            == Some(("False".into(), "FailedGetExternalMetric".into())))
+        .then_some(()))
+    })
+    .await?;
+    let failed = event_messages(&client, "missing", "FailedGetExternalMetric").await?;
+    assert!(
+        failed.iter().any(|m| m
+            == "unable to get external metric missing/queue_depth/: no metrics returned from external metrics API"),
+        "{failed:?}"
+    );
+    assert_eq!(rs_replicas(&client, "missing").await?, 2);
+
+    let asked = custom.asked();
+    assert!(
+        asked.contains(&"pods pods app=web requests_per_second".to_string()),
+        "{asked:?}"
+    );
+    assert!(
+        asked.contains(&"object object v1 Service web requests".to_string()),
+        "{asked:?}"
     );
     Ok(())
 }

@@ -5,7 +5,9 @@
 //! gets, lists and watches with the requester's identity in the front-proxy headers (never their
 //! credentials), refuses what RBAC forbids before proxying, and answers 503 once the Service is
 //! gone. With `--disable metrics-server` the built-in metrics API steps aside, and a
-//! metrics-server of the user's own serves `kubectl top`.
+//! metrics-server of the user's own serves `kubectl top`; a custom metrics adapter's
+//! `custom.metrics.k8s.io` and `external.metrics.k8s.io` drive an HPA's Object and External
+//! metrics.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected shapes")]
 
 mod aggregated_server;
@@ -16,6 +18,41 @@ use std::time::Duration;
 use aggregated_server::AggregatedServer;
 use common::Server;
 use serde_json::{Value, json};
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// A Deployment (its pods stay Pending: `server` runs no node) and an HPA on a custom metrics
+/// adapter's Object and External metrics.
+const ADAPTED_WORKLOAD: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: c, image: tandem.local/busybox:1}]
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: web, namespace: default}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  minReplicas: 1
+  maxReplicas: 5
+  metrics:
+  - type: Object
+    object:
+      describedObject: {apiVersion: v1, kind: Service, name: web}
+      metric: {name: requests}
+      target: {type: AverageValue, averageValue: "100"}
+  - type: External
+    external:
+      metric: {name: queue_depth, selector: {matchLabels: {queue: a}}}
+      target: {type: AverageValue, averageValue: "10"}
+"#;
 
 fn available(s: &Server, name: &str) -> Option<(String, String, String)> {
     let svc = s.get_json(&["apiservice", name])?;
@@ -40,7 +77,13 @@ fn api_service(name: &str, group: &str, version: &str, port: u16, ca: &str) -> S
 
 #[test]
 fn an_aggregated_server_is_discovered_proxied_and_replaces_the_metrics_api() {
-    let s = Server::start_with(&["server", "--disable", "metrics-server"]);
+    let s = Server::start_with(&[
+        "server",
+        "--disable",
+        "metrics-server",
+        "--horizontal-pod-autoscaler-sync-period",
+        "1s",
+    ]);
 
     // The front proxy's trust, published for extension servers.
     let cm = s
@@ -254,6 +297,58 @@ fn an_aggregated_server_is_discovered_proxied_and_replaces_the_metrics_api() {
                 && out.stdout.contains("7m"))
             .then_some(())
         },
+    );
+
+    // A custom metrics adapter: an HPA scales on an Object metric (a Service's requests, per
+    // pod) and an External metric (the sum of a queue's series, per pod).
+    for (name, group) in [
+        ("v1beta2.custom.metrics.k8s.io", "custom.metrics.k8s.io"),
+        ("v1beta1.external.metrics.k8s.io", "external.metrics.k8s.io"),
+    ] {
+        let version = name.split('.').next().unwrap();
+        s.kubectl_stdin(
+            &["apply", "-f", "-"],
+            &api_service(name, group, version, server.port, &server.ca_bundle()),
+        )
+        .ok();
+    }
+    s.create(ADAPTED_WORKLOAD);
+    let hpa = s.eventually("the HPA scaled on the adapter's metrics", LONG, || {
+        let h = s.get_json(&["hpa", "web"])?;
+        (h["status"]["desiredReplicas"] == 3).then_some(h)
+    });
+    let current = hpa["status"]["currentMetrics"].as_array().unwrap();
+    // 150 over 1 replica against 100 per pod → 2; 20 + 10 against 10 per pod → 3. The
+    // averages are per replica of the scale's status (1 at first, then up to 3).
+    let object = current.iter().find(|m| m["type"] == "Object").unwrap();
+    let external = current.iter().find(|m| m["type"] == "External").unwrap();
+    let averages = (
+        object["object"]["current"]["averageValue"]
+            .as_str()
+            .unwrap(),
+        external["external"]["current"]["averageValue"]
+            .as_str()
+            .unwrap(),
+    );
+    assert!(
+        [("150", "30"), ("75", "15"), ("50", "10")].contains(&averages),
+        "{hpa}"
+    );
+    s.eventually("the Deployment scaled to 3", LONG, || {
+        let d = s.get_json(&["deployment", "web"])?;
+        (d["spec"]["replicas"] == 3).then_some(())
+    });
+    assert!(
+        !server
+            .seen("/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/services/web/requests")
+            .is_empty()
+    );
+    let queue = server.seen("/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_depth");
+    assert!(
+        queue
+            .iter()
+            .any(|q| q.target.ends_with("?labelSelector=queue%3Da")),
+        "{queue:?}"
     );
 
     // The Service gone: unavailable again, and requests get 503.

@@ -1,8 +1,12 @@
-//! Where the HorizontalPodAutoscaler controller reads pod usage: the `metrics.k8s.io/v1beta1`
-//! PodMetrics of a namespace and label selector, as upstream's REST metrics client
-//! (`pkg/controller/podautoscaler/metrics/client.go`, `resourceMetricsClient.GetResourceMetric`)
-//! reads them. [`MetricsSource`] is the seam: the controller uses [`RestMetrics`] against the
-//! API server; tests hand in figures of their own.
+//! Where the HorizontalPodAutoscaler controller reads its metrics, as upstream's REST metrics
+//! client (`pkg/controller/podautoscaler/metrics/client.go`) reads them: pod usage from the
+//! `metrics.k8s.io/v1beta1` PodMetrics of a namespace and label selector
+//! (`resourceMetricsClient`); Pods and Object metrics from `custom.metrics.k8s.io` (v1beta2, or
+//! v1beta1 where only that is served: `customMetricsClient`); External metrics from
+//! `external.metrics.k8s.io/v1beta1` (`externalMetricsClient`). The last two are served by an
+//! aggregated adapter of the user's (prometheus-adapter, KEDA …). [`MetricsSource`] is the seam:
+//! the controller uses [`RestMetrics`] against the API server; tests hand in figures of their
+//! own.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -44,6 +48,49 @@ pub trait MetricsSource: Send + Sync {
         selector: &'a str,
     ) -> BoxFuture<'a, Result<HashMap<String, PodUsage>, MetricsError>>;
 }
+
+/// What names the object of an Object metric (an HPA's `describedObject`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribedObject {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+}
+
+/// A source of custom and external metrics; each answer is in milli-units, errors read as
+/// upstream's metrics clients write them.
+pub trait CustomMetricsSource: Send + Sync {
+    /// A Pods metric: `metric` of each pod of `namespace` matching `selector`, by pod name
+    /// (`GetRawMetric`).
+    fn pods_metric<'a>(
+        &'a self,
+        namespace: &'a str,
+        selector: &'a str,
+        metric: &'a str,
+        metric_selector: &'a str,
+    ) -> BoxFuture<'a, Result<PodSamples, String>>;
+
+    /// An Object metric: `metric` of one object (`GetObjectMetric`).
+    fn object_metric<'a>(
+        &'a self,
+        namespace: &'a str,
+        object: &'a DescribedObject,
+        metric: &'a str,
+        metric_selector: &'a str,
+    ) -> BoxFuture<'a, Result<i64, String>>;
+
+    /// An External metric: every series of `metric` matching `metric_selector`
+    /// (`GetExternalMetric`).
+    fn external_metric<'a>(
+        &'a self,
+        namespace: &'a str,
+        metric: &'a str,
+        metric_selector: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<i64>, String>>;
+}
+
+/// A shared source of custom and external metrics.
+pub type SharedCustomMetrics = Arc<dyn CustomMetricsSource>;
 
 /// A shared metrics source.
 pub type SharedMetrics = Arc<dyn MetricsSource>;
@@ -184,6 +231,219 @@ impl MetricsSource for RestMetrics {
     }
 }
 
+/// The window of a custom metric without `windowSeconds` (upstream's
+/// `metricServerDefaultMetricWindow`).
+const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
+
+/// The samples of a custom `MetricValueList` (v1beta1 or v1beta2: both carry
+/// `describedObject`, `timestamp`, `windowSeconds` and `value`), by described object name.
+pub fn parse_metric_value_list(list: &Value) -> Result<PodSamples, String> {
+    let mut out = PodSamples::new();
+    for item in list
+        .get("items")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let name = item
+            .pointer("/describedObject/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let value = metric_value(item)?;
+        let timestamp = item
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(Timestamp::UNIX_EPOCH);
+        let window = item
+            .get("windowSeconds")
+            .and_then(Value::as_u64)
+            .map_or(DEFAULT_WINDOW, Duration::from_secs);
+        out.insert(
+            name.to_string(),
+            Sample {
+                value,
+                timestamp,
+                window,
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// An item's `value` quantity in milli-units.
+fn metric_value(item: &Value) -> Result<i64, String> {
+    let raw = item.get("value").and_then(Value::as_str).unwrap_or("");
+    Quantity::parse(raw)
+        .map(milli)
+        .ok_or_else(|| format!("quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {raw:?}"))
+}
+
+/// The values of an `ExternalMetricValueList`, in milli-units.
+pub fn parse_external_metric_list(list: &Value) -> Result<Vec<i64>, String> {
+    list.get("items")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(metric_value)
+        .collect()
+}
+
+/// The custom metrics API's path segment for objects of `kind` (`services`, or
+/// `ingresses.networking.k8s.io` outside the core group), as upstream's REST mapper names them.
+pub fn custom_metrics_resource(plural: &str, group: &str) -> String {
+    if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    }
+}
+
+impl RestMetrics {
+    /// GETs `path` (after `/apis/GROUP/VERSION`) from the first of `versions` that is served;
+    /// a 404 from an earlier version falls through to the next, and the first error is kept.
+    async fn get_first(&self, group: &str, versions: &[&str], path: &str) -> Result<Value, String> {
+        let mut first_error = None;
+        for version in versions {
+            let req = http::Request::get(format!("/apis/{group}/{version}{path}"))
+                .body(Vec::new())
+                .map_err(|e| e.to_string())?;
+            match self.client.request::<Value>(req).await {
+                Ok(v) => return Ok(v),
+                Err(e) => {
+                    let not_found = matches!(&e, kube::Error::Api(s) if s.code == 404);
+                    first_error.get_or_insert(api_error(&e));
+                    if !not_found {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(first_error.unwrap_or_default())
+    }
+
+    async fn custom(&self, path: &str) -> Result<Value, String> {
+        self.get_first("custom.metrics.k8s.io", &["v1beta2", "v1beta1"], path)
+            .await
+            .map_err(|e| format!("unable to fetch metrics from custom metrics API: {e}"))
+    }
+}
+
+/// `?labelSelector=…&metricLabelSelector=…`, each only when set.
+fn selector_query(pairs: &[(&str, &str)]) -> String {
+    let parts: Vec<String> = pairs
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}={}", encode(v)))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", parts.join("&"))
+    }
+}
+
+impl CustomMetricsSource for RestMetrics {
+    fn pods_metric<'a>(
+        &'a self,
+        namespace: &'a str,
+        selector: &'a str,
+        metric: &'a str,
+        metric_selector: &'a str,
+    ) -> BoxFuture<'a, Result<PodSamples, String>> {
+        Box::pin(async move {
+            let query = selector_query(&[
+                ("labelSelector", selector),
+                ("metricLabelSelector", metric_selector),
+            ]);
+            let list = self
+                .custom(&format!(
+                    "/namespaces/{namespace}/pods/*/{}{query}",
+                    encode(metric)
+                ))
+                .await?;
+            let samples = parse_metric_value_list(&list)
+                .map_err(|e| format!("unable to fetch metrics from custom metrics API: {e}"))?;
+            if samples.is_empty() {
+                return Err("no metrics returned from custom metrics API".into());
+            }
+            Ok(samples)
+        })
+    }
+
+    fn object_metric<'a>(
+        &'a self,
+        namespace: &'a str,
+        object: &'a DescribedObject,
+        metric: &'a str,
+        metric_selector: &'a str,
+    ) -> BoxFuture<'a, Result<i64, String>> {
+        Box::pin(async move {
+            let (group, version) = tandem_core::registry::split_api_version(&object.api_version);
+            let query = selector_query(&[("metricLabelSelector", metric_selector)]);
+            let metric = encode(metric);
+            // A Namespace's metrics live under the root-scoped `namespaces/NAME/metrics/…`.
+            let path = if object.kind == "Namespace" && group.is_empty() {
+                format!("/namespaces/{}/metrics/{metric}{query}", object.name)
+            } else {
+                let gvk = kube::core::GroupVersionKind::gvk(group, version, &object.kind);
+                let (ar, _) = kube::discovery::pinned_kind(&self.client, &gvk)
+                    .await
+                    .map_err(|_| {
+                        format!(
+                            "unable to map kind {} in group {group:?} to a resource",
+                            object.kind
+                        )
+                    })?;
+                format!(
+                    "/namespaces/{namespace}/{}/{}/{metric}{query}",
+                    custom_metrics_resource(&ar.plural, &ar.group),
+                    object.name
+                )
+            };
+            let list = self.custom(&path).await?;
+            let items = list
+                .get("items")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if items.len() != 1 {
+                return Err(format!(
+                    "unable to fetch metrics from custom metrics API: the custom metrics API server returned {} results when we asked for exactly one",
+                    items.len()
+                ));
+            }
+            metric_value(&items[0])
+                .map_err(|e| format!("unable to fetch metrics from custom metrics API: {e}"))
+        })
+    }
+
+    fn external_metric<'a>(
+        &'a self,
+        namespace: &'a str,
+        metric: &'a str,
+        metric_selector: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<i64>, String>> {
+        Box::pin(async move {
+            let query = selector_query(&[("labelSelector", metric_selector)]);
+            let list = self
+                .get_first(
+                    "external.metrics.k8s.io",
+                    &["v1beta1"],
+                    &format!("/namespaces/{namespace}/{}{query}", encode(metric)),
+                )
+                .await
+                .map_err(|e| format!("unable to fetch metrics from external metrics API: {e}"))?;
+            let values = parse_external_metric_list(&list)
+                .map_err(|e| format!("unable to fetch metrics from external metrics API: {e}"))?;
+            if values.is_empty() {
+                return Err("no metrics returned from external metrics API".into());
+            }
+            Ok(values)
+        })
+    }
+}
+
 /// An API error as upstream's client prints it: the Status message, or the error.
 fn api_error(e: &kube::Error) -> String {
     match e {
@@ -231,6 +491,39 @@ mod tests {
             samples(&usage, "memory", Some("c2"))["a"].value,
             1_048_576_000
         );
+    }
+
+    #[test]
+    fn custom_and_external_metric_lists_parse_into_milli_values() {
+        let list = json!({"kind": "MetricValueList", "apiVersion": "custom.metrics.k8s.io/v1beta2", "items": [
+            {"describedObject": {"kind": "Pod", "namespace": "default", "name": "a", "apiVersion": "/v1"},
+             "metric": {"name": "requests"}, "timestamp": "2024-01-01T00:00:00Z", "windowSeconds": 30, "value": "1500m"},
+            {"describedObject": {"kind": "Pod", "namespace": "default", "name": "b", "apiVersion": "/v1"},
+             "metricName": "requests", "timestamp": "2024-01-01T00:00:00Z", "value": "2"}]});
+        let samples = parse_metric_value_list(&list).unwrap_or_default();
+        assert_eq!(samples["a"].value, 1500);
+        assert_eq!(samples["a"].window, Duration::from_secs(30));
+        assert_eq!(samples["b"].value, 2000);
+        assert_eq!(samples["b"].window, DEFAULT_WINDOW);
+        let bad = json!({"items": [{"describedObject": {"name": "a"}, "value": "lots"}]});
+        assert!(parse_metric_value_list(&bad).is_err());
+        let external = json!({"kind": "ExternalMetricValueList", "items": [
+            {"metricName": "queue", "metricLabels": {"q": "a"}, "timestamp": "2024-01-01T00:00:00Z", "value": "30"},
+            {"metricName": "queue", "metricLabels": {"q": "b"}, "timestamp": "2024-01-01T00:00:00Z", "value": "250m"}]});
+        assert_eq!(
+            parse_external_metric_list(&external).unwrap_or_default(),
+            vec![30_000, 250]
+        );
+        assert_eq!(custom_metrics_resource("services", ""), "services");
+        assert_eq!(
+            custom_metrics_resource("ingresses", "networking.k8s.io"),
+            "ingresses.networking.k8s.io"
+        );
+        assert_eq!(
+            selector_query(&[("labelSelector", "app=web"), ("metricLabelSelector", "")]),
+            "?labelSelector=app%3Dweb"
+        );
+        assert_eq!(selector_query(&[("labelSelector", "")]), "");
     }
 
     #[test]

@@ -12,8 +12,9 @@
 //! `currentMetrics`, `lastScaleTime` and the `AbleToScale`, `ScalingActive` and
 //! `ScalingLimited` conditions with upstream's reasons and messages.
 //!
-//! Pods, Object and External metrics need a custom or external metrics API, which tandem does
-//! not serve: they fail as upstream fails when that API is missing. Time comes from the
+//! Pods, Object and External metrics are read from `custom.metrics.k8s.io` and
+//! `external.metrics.k8s.io`, which an aggregated adapter of the user's serves (tandem serves
+//! neither itself): without one they fail as upstream fails when that API is missing. Time comes from the
 //! controller's [`Clock`](crate::clock::Clock), so tests move the stabilization windows with a
 //! fake clock.
 
@@ -27,11 +28,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::autoscaling::v2::{
-    ContainerResourceMetricStatus, HorizontalPodAutoscaler, HorizontalPodAutoscalerCondition,
-    MetricSpec, MetricStatus, MetricValueStatus, ResourceMetricStatus,
+    ContainerResourceMetricStatus, ExternalMetricStatus, HorizontalPodAutoscaler,
+    HorizontalPodAutoscalerCondition, MetricSpec, MetricStatus, MetricValueStatus,
+    ObjectMetricStatus, PodsMetricStatus, ResourceMetricStatus,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as LabelSelectorSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, PostParams};
@@ -44,7 +47,7 @@ use crate::events::{self, EventType};
 use crate::informer::{Informer, queue_key, split_key};
 use crate::workqueue::WorkQueue;
 use behavior::History;
-use metrics::{MetricsError, PodUsage, SharedMetrics};
+use metrics::{DescribedObject, MetricsError, PodUsage, SharedCustomMetrics, SharedMetrics};
 use replicas::Calculator;
 
 const COMPONENT: &str = "horizontal-pod-autoscaler";
@@ -62,6 +65,9 @@ pub struct HpaOptions {
     pub calculator: Calculator,
     /// Where pod usage comes from; `None` reads `metrics.k8s.io` through the client.
     pub metrics: Option<SharedMetrics>,
+    /// Where Pods, Object and External metrics come from; `None` reads
+    /// `custom.metrics.k8s.io` and `external.metrics.k8s.io` through the client.
+    pub custom_metrics: Option<SharedCustomMetrics>,
 }
 
 impl Default for HpaOptions {
@@ -72,6 +78,7 @@ impl Default for HpaOptions {
             downscale_stabilization: Duration::from_secs(300),
             calculator: Calculator::default(),
             metrics: None,
+            custom_metrics: None,
         }
     }
 }
@@ -83,6 +90,7 @@ struct Ctx {
     queue: WorkQueue,
     options: HpaOptions,
     metrics: SharedMetrics,
+    custom_metrics: SharedCustomMetrics,
     history: Mutex<HashMap<String, History>>,
 }
 
@@ -92,6 +100,10 @@ pub async fn run(client: kube::Client, pods: Informer<Pod>, options: HpaOptions)
         .metrics
         .clone()
         .unwrap_or_else(|| Arc::new(metrics::RestMetrics::new(client.clone())));
+    let custom_metrics = options
+        .custom_metrics
+        .clone()
+        .unwrap_or_else(|| Arc::new(metrics::RestMetrics::new(client.clone())));
     let ctx = Arc::new(Ctx {
         hpas: Informer::start(client.clone()),
         pods,
@@ -99,6 +111,7 @@ pub async fn run(client: kube::Client, pods: Informer<Pod>, options: HpaOptions)
         queue: WorkQueue::named("horizontalpodautoscaler"),
         options,
         metrics,
+        custom_metrics,
         history: Mutex::new(HashMap::new()),
     });
     let mut events = ctx.hpas.subscribe();
@@ -271,7 +284,10 @@ struct MetricFailure {
 }
 
 struct MetricInput<'a> {
+    namespace: &'a str,
+    selector: &'a str,
     spec_replicas: i32,
+    status_replicas: i32,
     pods: &'a [&'a Pod],
     usage: &'a Result<HashMap<String, PodUsage>, String>,
     now: Timestamp,
@@ -344,12 +360,242 @@ fn resource_metric(
     ))
 }
 
+/// A metric's label selector (`metric.selector`) in the text form the metrics APIs take.
+fn metric_selector(selector: Option<&LabelSelectorSpec>) -> String {
+    selector
+        .and_then(|s| serde_json::to_value(s).ok())
+        .and_then(|v| LabelSelector::from_json(&v).ok())
+        .map(|s| s.to_string())
+        .unwrap_or_default()
+}
+
+/// Pods that are Running and Ready (upstream `getReadyPodsCount`).
+fn ready_pods(pods: &[&Pod]) -> usize {
+    pods.iter()
+        .filter(|p| {
+            let status = p.status.as_ref();
+            status.and_then(|s| s.phase.as_deref()) == Some("Running")
+                && status
+                    .and_then(|s| s.conditions.as_ref())
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+        .count()
+}
+
+fn quantity_milli(q: Option<&Quantity>) -> Option<i64> {
+    q.map(|q| tandem_core::validation::quantity::Quantity::parse(&q.0).map_or(0, replicas::milli))
+}
+
+/// Upstream `computeStatusForPodsMetric`: a custom metric of every pod against an average.
+async fn pods_metric(
+    ctx: &Ctx,
+    input: &MetricInput<'_>,
+    spec: &MetricSpec,
+) -> Result<Proposal, String> {
+    let source = spec
+        .pods
+        .as_ref()
+        .ok_or("invalid pods metric source: pods is not set")?;
+    let name = &source.metric.name;
+    let target = quantity_milli(source.target.average_value.as_ref())
+        .ok_or("invalid pods metric source: an average value target must be set")?;
+    let samples = ctx
+        .custom_metrics
+        .pods_metric(
+            input.namespace,
+            input.selector,
+            name,
+            &metric_selector(source.metric.selector.as_ref()),
+        )
+        .await
+        .map_err(|e| format!("unable to get metric {name}: {e}"))?;
+    let (replicas, usage) = ctx.options.calculator.raw_resource_replicas(
+        input.spec_replicas,
+        target,
+        "",
+        input.pods,
+        samples,
+        input.now,
+    )?;
+    Ok(Proposal {
+        replicas,
+        metric: format!("pods metric {name}"),
+        status: MetricStatus {
+            type_: "Pods".into(),
+            pods: Some(PodsMetricStatus {
+                metric: source.metric.clone(),
+                current: MetricValueStatus {
+                    average_value: Some(Quantity(milli_quantity(usage))),
+                    ..Default::default()
+                },
+            }),
+            ..Default::default()
+        },
+    })
+}
+
+/// Upstream `computeStatusForObjectMetric`: one object's metric, as a whole (`Value`) or per
+/// pod (`AverageValue`).
+async fn object_metric(
+    ctx: &Ctx,
+    input: &MetricInput<'_>,
+    spec: &MetricSpec,
+) -> Result<Proposal, String> {
+    let source = spec
+        .object
+        .as_ref()
+        .ok_or("invalid object metric source: object is not set")?;
+    let name = &source.metric.name;
+    let described = &source.described_object;
+    let object = DescribedObject {
+        api_version: described.api_version.clone().unwrap_or_default(),
+        kind: described.kind.clone(),
+        name: described.name.clone(),
+    };
+    let value = quantity_milli(source.target.value.as_ref());
+    let average = quantity_milli(source.target.average_value.as_ref());
+    if value.is_none() && average.is_none() {
+        return Err(
+            "invalid object metric source: neither a value target nor an average value target was set"
+                .into(),
+        );
+    }
+    let usage = ctx
+        .custom_metrics
+        .object_metric(
+            input.namespace,
+            &object,
+            name,
+            &metric_selector(source.metric.selector.as_ref()),
+        )
+        .await
+        .map_err(|e| {
+            format!(
+                "unable to get metric {name}: {} on {} {}/{e}",
+                object.kind, input.namespace, object.name
+            )
+        })?;
+    let calc = &ctx.options.calculator;
+    let (replicas, current) = match (value, average) {
+        (Some(target), _) => (
+            calc.usage_ratio_replicas(
+                input.spec_replicas,
+                usage as f64 / target.max(1) as f64,
+                ready_pods(input.pods),
+            ),
+            MetricValueStatus {
+                value: Some(Quantity(milli_quantity(usage))),
+                ..Default::default()
+            },
+        ),
+        (None, target) => {
+            let (replicas, per_pod) =
+                calc.per_pod_replicas(input.status_replicas, usage, target.unwrap_or(1));
+            (
+                replicas,
+                MetricValueStatus {
+                    average_value: Some(Quantity(milli_quantity(per_pod))),
+                    ..Default::default()
+                },
+            )
+        }
+    };
+    Ok(Proposal {
+        replicas,
+        metric: format!("{} metric {name}", object.kind),
+        status: MetricStatus {
+            type_: "Object".into(),
+            object: Some(ObjectMetricStatus {
+                described_object: described.clone(),
+                metric: source.metric.clone(),
+                current,
+            }),
+            ..Default::default()
+        },
+    })
+}
+
+/// Upstream `computeStatusForExternalMetric`: the sum of every series of a metric from outside
+/// the cluster, as a whole (`Value`) or per pod (`AverageValue`).
+async fn external_metric(
+    ctx: &Ctx,
+    input: &MetricInput<'_>,
+    spec: &MetricSpec,
+) -> Result<Proposal, String> {
+    let source = spec
+        .external
+        .as_ref()
+        .ok_or("invalid external metric source: external is not set")?;
+    let name = &source.metric.name;
+    let selector = metric_selector(source.metric.selector.as_ref());
+    let value = quantity_milli(source.target.value.as_ref());
+    let average = quantity_milli(source.target.average_value.as_ref());
+    if value.is_none() && average.is_none() {
+        return Err(
+            "invalid external metric source: neither a value target nor an average value target was set"
+                .into(),
+        );
+    }
+    let usage: i64 = ctx
+        .custom_metrics
+        .external_metric(input.namespace, name, &selector)
+        .await
+        .map_err(|e| {
+            format!(
+                "unable to get external metric {}/{name}/{selector}: {e}",
+                input.namespace
+            )
+        })?
+        .iter()
+        .fold(0i64, |sum, v| sum.saturating_add(*v));
+    let calc = &ctx.options.calculator;
+    let (replicas, current) = match (value, average) {
+        (Some(target), _) => (
+            calc.usage_ratio_replicas(
+                input.spec_replicas,
+                usage as f64 / target.max(1) as f64,
+                ready_pods(input.pods),
+            ),
+            MetricValueStatus {
+                value: Some(Quantity(milli_quantity(usage))),
+                ..Default::default()
+            },
+        ),
+        (None, target) => {
+            let (replicas, per_pod) =
+                calc.per_pod_replicas(input.status_replicas, usage, target.unwrap_or(1));
+            (
+                replicas,
+                MetricValueStatus {
+                    average_value: Some(Quantity(milli_quantity(per_pod))),
+                    ..Default::default()
+                },
+            )
+        }
+    };
+    Ok(Proposal {
+        replicas,
+        metric: format!("external metric {name}({selector})"),
+        status: MetricStatus {
+            type_: "External".into(),
+            external: Some(ExternalMetricStatus {
+                metric: source.metric.clone(),
+                current,
+            }),
+            ..Default::default()
+        },
+    })
+}
+
 /// Upstream `computeReplicasForMetric` for one metric spec.
-fn compute_metric(
-    calc: &Calculator,
+async fn compute_metric(
+    ctx: &Ctx,
     input: &MetricInput<'_>,
     spec: &MetricSpec,
 ) -> Result<Proposal, MetricFailure> {
+    let calc = &ctx.options.calculator;
     match (
         spec.type_.as_str(),
         &spec.resource,
@@ -392,36 +638,26 @@ fn compute_metric(
                     error,
                 })
         }
-        ("Pods", ..) => Err(MetricFailure {
-            reason: "FailedGetPodsMetric",
-            error: format!(
-                "unable to get metric {}: the custom metrics API (custom.metrics.k8s.io) is not served",
-                spec.pods
-                    .as_ref()
-                    .map(|p| p.metric.name.as_str())
-                    .unwrap_or("")
-            ),
-        }),
-        ("Object", ..) => Err(MetricFailure {
-            reason: "FailedGetObjectMetric",
-            error: format!(
-                "unable to get metric {}: the custom metrics API (custom.metrics.k8s.io) is not served",
-                spec.object
-                    .as_ref()
-                    .map(|p| p.metric.name.as_str())
-                    .unwrap_or("")
-            ),
-        }),
-        ("External", ..) => Err(MetricFailure {
-            reason: "FailedGetExternalMetric",
-            error: format!(
-                "unable to get external metric {}: the external metrics API (external.metrics.k8s.io) is not served",
-                spec.external
-                    .as_ref()
-                    .map(|p| p.metric.name.as_str())
-                    .unwrap_or("")
-            ),
-        }),
+        ("Pods", ..) => pods_metric(ctx, input, spec)
+            .await
+            .map_err(|error| MetricFailure {
+                reason: "FailedGetPodsMetric",
+                error,
+            }),
+        ("Object", ..) => object_metric(ctx, input, spec)
+            .await
+            .map_err(|error| MetricFailure {
+                reason: "FailedGetObjectMetric",
+                error,
+            }),
+        ("External", ..) => {
+            external_metric(ctx, input, spec)
+                .await
+                .map_err(|error| MetricFailure {
+                    reason: "FailedGetExternalMetric",
+                    error,
+                })
+        }
         (other, ..) => Err(MetricFailure {
             reason: "InvalidMetricSourceType",
             error: format!("unknown metric source type {other:?}"),
@@ -495,8 +731,12 @@ async fn compute_replicas(
         .await
         .map_err(|e: MetricsError| e.to_string());
     let spec_replicas = scale.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+    let status_replicas = scale.status.as_ref().map_or(0, |s| s.replicas);
     let input = MetricInput {
+        namespace: &ns,
+        selector: &selector,
         spec_replicas,
+        status_replicas,
         pods: &pod_refs,
         usage: &usage,
         now,
@@ -511,7 +751,7 @@ async fn compute_replicas(
     let mut invalid = 0usize;
     let mut first_failure: Option<MetricFailure> = None;
     for spec in &specs {
-        match compute_metric(&ctx.options.calculator, &input, spec) {
+        match compute_metric(ctx, &input, spec).await {
             Ok(p) => {
                 if replicas == 0 || p.replicas > replicas {
                     replicas = p.replicas;

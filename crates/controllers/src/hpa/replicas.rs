@@ -329,6 +329,36 @@ impl Calculator {
         Ok(proposal(replicas))
     }
 
+    /// Upstream `getUsageRatioReplicaCount` (Object and External metrics with a `Value`
+    /// target): within tolerance the current count stays, else the ready pods scale by the
+    /// ratio; from zero replicas the ratio alone decides.
+    pub fn usage_ratio_replicas(&self, current: i32, ratio: f64, ready_pods: usize) -> i32 {
+        if current == 0 {
+            return ceil(ratio);
+        }
+        if (1.0 - ratio).abs() <= self.tolerance {
+            return current;
+        }
+        ceil(ratio * ready_pods as f64)
+    }
+
+    /// Upstream `GetObjectPerPodMetricReplicas` / `GetExternalPerPodMetricReplicas` (an
+    /// `AverageValue` target): `usage` (milli-units, the whole object's or the sum of every
+    /// series) spread over the scale's `status_replicas`. Returns the replicas and the usage per
+    /// pod.
+    pub fn per_pod_replicas(&self, status_replicas: i32, usage: i64, target: i64) -> (i32, i64) {
+        let pods = f64::from(status_replicas.max(1));
+        let target = target.max(1) as f64;
+        let ratio = usage as f64 / (target * pods);
+        let replicas = if (1.0 - ratio).abs() > self.tolerance {
+            ceil(usage as f64 / target)
+        } else {
+            status_replicas
+        };
+        let per_pod = (usage as f64 / pods).ceil();
+        (replicas, per_pod as i64)
+    }
+
     /// Upstream `GetRawResourceReplicas` / `calcPlainMetricReplicas`: replicas for a target
     /// average usage (milli-units). Returns the replicas and the average usage.
     pub fn raw_resource_replicas(
@@ -395,6 +425,22 @@ impl Calculator {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn usage_ratio_and_per_pod_replicas_follow_upstream() {
+        let calc = Calculator::default();
+        // Upstream's TestReplicaCalcScaleUpCMObject: 3 ready pods, 30 % over target → 4.
+        assert_eq!(calc.usage_ratio_replicas(3, 1.3, 3), 4);
+        // Within the tolerance nothing moves.
+        assert_eq!(calc.usage_ratio_replicas(3, 1.05, 3), 3);
+        // From zero replicas the ratio alone decides.
+        assert_eq!(calc.usage_ratio_replicas(0, 2.5, 0), 3);
+        // Per pod: 8.6 over a target of 2 per pod with 3 replicas → 5, 2.867 each.
+        assert_eq!(calc.per_pod_replicas(3, 8600, 2000), (5, 2867));
+        assert_eq!(calc.per_pod_replicas(3, 6100, 2000), (3, 2034));
+        // No replicas in the status yet: the usage is not divided by zero.
+        assert_eq!(calc.per_pod_replicas(0, 5000, 2000), (3, 5000));
+    }
 
     /// A running pod started long ago, ready since its start, requesting `cpu` (milli-cores).
     fn pod(name: &str, cpu_request: i64, phase: &str, ready: bool) -> Pod {

@@ -3,8 +3,10 @@
 //! proxy's CA (what an extension server reads from
 //! `kube-system/extension-apiserver-authentication`), and answering with the identity the
 //! front-proxy headers name. It serves `wardle.example.com/v1alpha1` flunders (discovery, list,
-//! get, a short watch) and `metrics.k8s.io/v1beta1` pod metrics, and records every request's
-//! path and headers.
+//! get, a short watch), `metrics.k8s.io/v1beta1` pod metrics, and as a custom metrics adapter
+//! (prometheus-adapter, KEDA) would, `custom.metrics.k8s.io/v1beta2` (a Service `web`'s
+//! `requests`: 150) and `external.metrics.k8s.io/v1beta1` (`queue_depth`, two series 20 and 10
+//! for `queue=a`); it records every request's path and headers.
 #![allow(dead_code, reason = "each test binary uses its own part")]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -128,6 +130,55 @@ impl Drop for AggregatedServer {
 
 const WARDLE: &str = "/apis/wardle.example.com/v1alpha1";
 const METRICS: &str = "/apis/metrics.k8s.io/v1beta1";
+const CUSTOM: &str = "/apis/custom.metrics.k8s.io/v1beta2";
+const EXTERNAL: &str = "/apis/external.metrics.k8s.io/v1beta1";
+
+/// The custom and external metrics APIs' answers, `None` for other paths.
+fn metrics_adapter(path: &str, query: &str) -> Option<Value> {
+    let resources = |gv: &str, kind: &str| {
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
+            {"name": "*", "singularName": "", "namespaced": true, "kind": kind, "verbs": ["get"]}]})
+    };
+    if path == CUSTOM {
+        return Some(resources(
+            "custom.metrics.k8s.io/v1beta2",
+            "MetricValueList",
+        ));
+    }
+    if path == EXTERNAL {
+        return Some(resources(
+            "external.metrics.k8s.io/v1beta1",
+            "ExternalMetricValueList",
+        ));
+    }
+    if let Some(rest) = path.strip_prefix(&format!("{CUSTOM}/namespaces/")) {
+        let parts: Vec<&str> = rest.split('/').collect();
+        let [ns, "services", "web", "requests"] = parts.as_slice() else {
+            return Some(json!({"kind": "MetricValueList",
+                "apiVersion": "custom.metrics.k8s.io/v1beta2", "metadata": {}, "items": []}));
+        };
+        return Some(json!({"kind": "MetricValueList",
+            "apiVersion": "custom.metrics.k8s.io/v1beta2", "metadata": {}, "items": [
+            {"describedObject": {"kind": "Service", "namespace": ns, "name": "web", "apiVersion": "/v1"},
+             "metric": {"name": "requests", "selector": null},
+             "timestamp": "2026-01-01T00:00:00Z", "windowSeconds": 60, "value": "150"}]}));
+    }
+    if let Some(rest) = path.strip_prefix(&format!("{EXTERNAL}/namespaces/")) {
+        let wanted = rest.ends_with("/queue_depth") && query.contains("labelSelector=queue%3Da");
+        let items = if wanted {
+            json!([
+                {"metricName": "queue_depth", "metricLabels": {"queue": "a", "shard": "1"},
+                 "timestamp": "2026-01-01T00:00:00Z", "value": "20"},
+                {"metricName": "queue_depth", "metricLabels": {"queue": "a", "shard": "2"},
+                 "timestamp": "2026-01-01T00:00:00Z", "value": "10"}])
+        } else {
+            json!([])
+        };
+        return Some(json!({"kind": "ExternalMetricValueList",
+            "apiVersion": "external.metrics.k8s.io/v1beta1", "metadata": {}, "items": items}));
+    }
+    None
+}
 
 fn flunder(ns: &str, name: &str, user: &str, groups: &str) -> Value {
     json!({
@@ -153,6 +204,9 @@ fn answer(method: &str, target: &str, headers: &[(String, String)]) -> (u16, Opt
     let groups = groups.join(",");
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let body = |v: Value| Some(serde_json::to_vec(&v).expect("json"));
+    if let Some(v) = metrics_adapter(path, query) {
+        return (200, body(v));
+    }
     if path == WARDLE {
         return (
             200,
