@@ -33,6 +33,7 @@ pub mod host_process;
 pub mod limit_ranger;
 pub mod matching;
 pub mod pod_os;
+pub mod pod_security;
 pub mod policy;
 pub mod priority;
 pub mod review;
