@@ -185,6 +185,24 @@ impl ApiError {
         Self::new(403, "Forbidden", message)
     }
 
+    /// 403 Forbidden for an object: `pods "web" is forbidden: REASON` (upstream
+    /// `errors.NewForbidden`).
+    pub fn forbidden_object(rt: &ResourceType, name: &str, reason: &str) -> Self {
+        let resource = if rt.group.is_empty() {
+            rt.plural.clone()
+        } else {
+            format!("{}.{}", rt.plural, rt.group)
+        };
+        ApiError {
+            details: Some(details(rt, name)),
+            ..Self::new(
+                403,
+                "Forbidden",
+                format!("{resource} \"{name}\" is forbidden: {reason}"),
+            )
+        }
+    }
+
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message)

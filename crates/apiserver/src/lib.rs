@@ -22,6 +22,7 @@ pub mod openapi_pb;
 pub mod output;
 mod pipeline;
 pub mod pki;
+pub mod pod_security;
 pub mod protobuf;
 mod quota;
 pub mod request;

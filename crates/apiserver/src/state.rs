@@ -68,6 +68,9 @@ pub struct Options {
     /// Whether this server serves `metrics.k8s.io` itself (`tandem up --disable
     /// metrics-server` turns it off, so a metrics-server the user installs can register it).
     pub metrics_api: bool,
+    /// The PodSecurity admission plugin's cluster defaults and exemptions (its entry of
+    /// `--admission-control-config-file`; privileged everywhere by default, as upstream).
+    pub pod_security: crate::pod_security::PodSecurity,
 }
 
 impl Default for Options {
@@ -80,6 +83,7 @@ impl Default for Options {
             server_metrics: Some(crate::metrics::ServerMetrics::standalone()),
             flow_control: Default::default(),
             metrics_api: true,
+            pod_security: Default::default(),
         }
     }
 }

@@ -453,6 +453,7 @@ pub(crate) fn server_args(dir: &std::path::Path) -> ServerArgs {
         bind_address: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
         kubeconfig: None,
         allow_privileged: true,
+        admission_control_config_file: None,
         upstream_os_placement: false,
         service_cidr: "10.96.0.0/12".to_string(),
         authorization_mode: Default::default(),

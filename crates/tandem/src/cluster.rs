@@ -71,6 +71,11 @@ pub async fn start_with_metrics(
         server_metrics,
         flow_control: args.flow_control.config(),
         metrics_api: !args.disabled(crate::Addon::MetricsServer),
+        pod_security: match &args.admission_control_config_file {
+            Some(path) => tandem_apiserver::pod_security::load_admission_config(path)
+                .map_err(|e| anyhow::anyhow!("invalid --admission-control-config-file: {e}"))?,
+            None => Default::default(),
+        },
     };
     let server = ApiServer::start_with_options(config, dyn_store, options)
         .await

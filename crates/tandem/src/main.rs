@@ -89,6 +89,11 @@ pub struct ServerArgs {
     /// Allow privileged (and so Windows HostProcess) pods, as upstream's --allow-privileged.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub allow_privileged: bool,
+    /// An `AdmissionConfiguration` file (kube-apiserver's flag): the `PodSecurity` plugin's
+    /// cluster defaults and exemptions (`PodSecurityConfiguration`). Without it every namespace
+    /// without labels is privileged, as upstream.
+    #[arg(long)]
+    pub admission_control_config_file: Option<PathBuf>,
     /// Schedule exactly as upstream kube-scheduler does, without tandem's OS placement and
     /// Windows build compatibility.
     #[arg(long)]

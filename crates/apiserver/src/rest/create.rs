@@ -320,6 +320,14 @@ impl State {
         if !errors.is_empty() {
             return Err(ApiError::invalid(rt, &name, &errors));
         }
+        self.pod_security(
+            ctx,
+            tandem_core::admission::Operation::Create,
+            rt,
+            None,
+            &obj,
+            None,
+        )?;
         self.webhooks_validate(ctx, &hooks, Some(&obj), None)
             .await?;
         ctx.track(rt, schema.as_deref(), None, &mut obj);

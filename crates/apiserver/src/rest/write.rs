@@ -406,6 +406,14 @@ impl State {
         if !errors.is_empty() {
             return Err(ApiError::invalid(rt, name, &errors));
         }
+        self.pod_security(
+            ctx,
+            tandem_core::admission::Operation::Update,
+            rt,
+            sub,
+            &new,
+            Some(old),
+        )?;
         self.webhooks_validate(ctx, &hooks, Some(&new), Some(old))
             .await?;
         if sub.is_none() {
