@@ -7,6 +7,7 @@
 pub mod accept;
 pub mod admission;
 pub mod apiextensions;
+pub mod audit;
 pub mod conversion;
 pub mod defaults;
 pub mod events;
