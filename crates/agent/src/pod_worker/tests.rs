@@ -67,6 +67,7 @@ fn context(os: NodeOs, build: Option<WindowsVersion>, rec: Arc<Recorder>) -> Arc
         host_ip: "127.0.0.11".into(),
         runtime: Arc::new(runtime),
         reporter: rec,
+        secrets: Arc::new(crate::pull_secrets::NoSecrets),
         clock,
     })
 }
