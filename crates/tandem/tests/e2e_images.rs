@@ -430,3 +430,115 @@ fn pulls_from_registries_with_tls_auth_secrets_mirrors_and_back_off() {
         wait_running(&s, running);
     }
 }
+
+/// Writes an OCI archive of `source`'s image with one more environment variable in its config,
+/// so it has an image ID of its own, named `name`.
+fn distinct_image(source: &Path, out: &Path, name: &str) {
+    const SCRIPT: &str = r#"
+import hashlib, io, json, sys, tarfile
+src, out, name = sys.argv[1:4]
+with tarfile.open(src) as t:
+    files = {m.name.lstrip("./"): t.extractfile(m).read() for m in t.getmembers() if m.isfile()}
+def blob(digest):
+    return files["blobs/sha256/" + digest.split(":", 1)[1]]
+def add(data):
+    d = hashlib.sha256(data).hexdigest()
+    files["blobs/sha256/" + d] = data
+    return "sha256:" + d, len(data)
+index = json.loads(files["index.json"])
+manifest = json.loads(blob(index["manifests"][0]["digest"]))
+config = json.loads(blob(manifest["config"]["digest"]))
+config["config"].setdefault("Env", []).append("TANDEM_DISTINCT=" + name)
+manifest["config"]["digest"], manifest["config"]["size"] = add(json.dumps(config).encode())
+entry = index["manifests"][0]
+entry["digest"], entry["size"] = add(json.dumps(manifest).encode())
+entry["annotations"] = {"io.containerd.image.name": name, "org.opencontainers.image.ref.name": name.rsplit(":", 1)[1]}
+files["index.json"] = json.dumps(index).encode()
+with tarfile.open(out, "w") as t:
+    for path, data in sorted(files.items()):
+        info = tarfile.TarInfo(path)
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+"#;
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", SCRIPT]).arg(source).arg(out).arg(name);
+    let run = common::run(cmd, "python3 distinct image".into(), None, LONG);
+    assert!(run.success(), "{}", run.combined());
+}
+
+/// The names of the images the node reports.
+fn node_image_names(s: &Server) -> Vec<String> {
+    let nodes = s.get_json(&["nodes"]).unwrap_or_default();
+    nodes["items"][0]["status"]["images"]
+        .as_array()
+        .map(|images| {
+            images
+                .iter()
+                .flat_map(|i| i["names"].as_array().cloned().unwrap_or_default())
+                .filter_map(|n| n.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn image_gc_removes_unused_images_and_keeps_those_in_use() {
+    // Thresholds any disk exceeds: every pass frees what it can. The first pass comes 15 s
+    // after the start, once the pod below uses its image (an unused image would go too).
+    let s = Server::start_up_with(&[
+        "--linux-runtime",
+        "cri",
+        "--nodes",
+        "linux=1",
+        "--cluster-cidr",
+        "10.218.0.0/16",
+        "--image-gc-high-threshold",
+        "1",
+        "--image-gc-low-threshold",
+        "0",
+        "--image-gc-period",
+        "15s",
+        "--disable",
+        "metrics-server,ingress,servicelb,local-storage,smb,network-policy",
+    ]);
+    s.eventually("the Linux node on containerd", LONG, || {
+        let out = s.kubectl(&["get", "nodes", "-o", "wide"]);
+        out.stdout.contains("containerd://").then_some(())
+    });
+    let used = pod("in-use", "tandem.local/busybox:1", "")
+        .replace("    command:", "    imagePullPolicy: Never\n    command:");
+    s.create(&used);
+    wait_running(&s, "in-use");
+
+    // An image nothing uses (its own image ID), imported from an archive: the collector
+    // removes it.
+    let work = tempfile::tempdir().unwrap();
+    let archive = work.path().join("gc-me.tar");
+    distinct_image(
+        &images_dir().join("busybox.tar"),
+        &archive,
+        "example.local/gc-me:1",
+    );
+    let images = s.data_dir().join("nodes").join("linux-1").join("images");
+    fs::copy(&archive, images.join("gc-me.tar")).unwrap();
+    s.eventually("the archive imported", LONG, || {
+        s.log().contains("gc-me.tar").then_some(())
+    });
+    s.eventually("the unused image collected", LONG, || {
+        let names = node_image_names(&s);
+        (s.log().contains("image gc: removed an unused image")
+            && !names.iter().any(|n| n.contains("example.local/gc-me")))
+        .then_some(names)
+    });
+    // The image in use and the sandbox image stay, and the pod keeps running.
+    let names = node_image_names(&s);
+    assert!(
+        names.iter().any(|n| n == "tandem.local/busybox:1"),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n == "tandem.local/pause:1"),
+        "{names:?}"
+    );
+    wait_running(&s, "in-use");
+}
