@@ -6,6 +6,7 @@ mod bench_ingress;
 mod bench_netpol;
 mod bench_nodes_net;
 mod bench_overload;
+mod bench_pull;
 mod bench_rbac;
 mod bench_services;
 mod bench_startup;

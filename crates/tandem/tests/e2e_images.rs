@@ -431,38 +431,13 @@ fn pulls_from_registries_with_tls_auth_secrets_mirrors_and_back_off() {
     }
 }
 
-/// Writes an OCI archive of `source`'s image with one more environment variable in its config,
-/// so it has an image ID of its own, named `name`.
+/// Writes an OCI archive of `source`'s image with an image ID of its own, named `name`
+/// (`scripts/distinct-image.py`).
 fn distinct_image(source: &Path, out: &Path, name: &str) {
-    const SCRIPT: &str = r#"
-import hashlib, io, json, sys, tarfile
-src, out, name = sys.argv[1:4]
-with tarfile.open(src) as t:
-    files = {m.name.lstrip("./"): t.extractfile(m).read() for m in t.getmembers() if m.isfile()}
-def blob(digest):
-    return files["blobs/sha256/" + digest.split(":", 1)[1]]
-def add(data):
-    d = hashlib.sha256(data).hexdigest()
-    files["blobs/sha256/" + d] = data
-    return "sha256:" + d, len(data)
-index = json.loads(files["index.json"])
-manifest = json.loads(blob(index["manifests"][0]["digest"]))
-config = json.loads(blob(manifest["config"]["digest"]))
-config["config"].setdefault("Env", []).append("TANDEM_DISTINCT=" + name)
-manifest["config"]["digest"], manifest["config"]["size"] = add(json.dumps(config).encode())
-entry = index["manifests"][0]
-entry["digest"], entry["size"] = add(json.dumps(manifest).encode())
-entry["annotations"] = {"io.containerd.image.name": name, "org.opencontainers.image.ref.name": name.rsplit(":", 1)[1]}
-files["index.json"] = json.dumps(index).encode()
-with tarfile.open(out, "w") as t:
-    for path, data in sorted(files.items()):
-        info = tarfile.TarInfo(path)
-        info.size = len(data)
-        t.addfile(info, io.BytesIO(data))
-"#;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/distinct-image.py");
     let mut cmd = Command::new("python3");
-    cmd.args(["-c", SCRIPT]).arg(source).arg(out).arg(name);
-    let run = common::run(cmd, "python3 distinct image".into(), None, LONG);
+    cmd.arg(script).arg(source).arg(out).arg(name);
+    let run = common::run(cmd, "scripts/distinct-image.py".into(), None, LONG);
     assert!(run.success(), "{}", run.combined());
 }
 
