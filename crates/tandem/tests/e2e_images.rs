@@ -3,7 +3,8 @@
 //! test generates) and htpasswd auth, filled with `skopeo` from the project's own image
 //! archives. One cluster serves every check, in sequence:
 //! pull by tag and by digest, a Docker Hub name through a mirror, a private image with a pod
-//! pull secret, with a ServiceAccount pull secret, denied without one (ErrImagePull, then
+//! pull secret, with a ServiceAccount pull secret, with the node's registry credentials, denied
+//! without one (ErrImagePull, then
 //! ImagePullBackOff with the kubelet's messages and events), `Always` re-resolving a tag
 //! that moved, and a compressed archive dropped into the node's images directory becoming
 //! usable without a restart (beside a corrupt one that disturbs nothing).
@@ -229,6 +230,8 @@ fn pulls_from_registries_with_tls_auth_secrets_mirrors_and_back_off() {
 
     let public = start_registry(dir, "public", &tls, None);
     let private = start_registry(dir, "private", &tls, Some(&htpasswd_file));
+    // A private registry whose credentials only the registry configuration holds.
+    let node_auth = start_registry(dir, "node-auth", &tls, Some(&htpasswd_file));
     let busybox = images_dir().join("busybox.tar");
     let pause = images_dir().join("pause.tar");
     let p = &public.addr;
@@ -236,6 +239,13 @@ fn pulls_from_registries_with_tls_auth_secrets_mirrors_and_back_off() {
     push(&busybox, &format!("{p}/library/busybox:1.36"), &certs, None);
     push(&busybox, &format!("{p}/library/moving:1"), &certs, None);
     let creds = format!("{USER}:{PASSWORD}");
+    let r = &node_auth.addr;
+    push(
+        &busybox,
+        &format!("{r}/private/busybox:node"),
+        &certs,
+        Some(&creds),
+    );
     for tag in ["pod-secret", "sa-secret", "denied"] {
         push(
             &busybox,
@@ -251,7 +261,7 @@ fn pulls_from_registries_with_tls_auth_secrets_mirrors_and_back_off() {
     fs::write(
         &registries,
         format!(
-            "mirrors:\n  docker.io:\n    endpoint: [\"https://{p}\"]\nconfigs:\n  \"{p}\":\n    tls: {{ca_file: {ca}}}\n  \"{q}\":\n    tls: {{ca_file: {ca}}}\n"
+            "mirrors:\n  docker.io:\n    endpoint: [\"https://{p}\"]\nconfigs:\n  \"{p}\":\n    tls: {{ca_file: {ca}}}\n  \"{q}\":\n    tls: {{ca_file: {ca}}}\n  \"{r}\":\n    tls: {{ca_file: {ca}}}\n    auth: {{username: {USER}, password: {PASSWORD}}}\n"
         ),
     )
     .unwrap();
@@ -343,6 +353,11 @@ fn pulls_from_registries_with_tls_auth_secrets_mirrors_and_back_off() {
     wait_running(&s, "sa-secret");
     let sa_pod = s.get_json(&["pod", "sa-secret"]).unwrap();
     assert_eq!(sa_pod["spec"]["imagePullSecrets"][0]["name"], "sa-regcred");
+
+    // The node's own credentials for a host (registries.yaml `configs.<host>.auth`): no pull
+    // secret needed.
+    s.create(&pod("node-auth", &format!("{r}/private/busybox:node"), ""));
+    wait_running(&s, "node-auth");
 
     // Without credentials: ErrImagePull, then ImagePullBackOff, with the kubelet's events;
     // the pods already running are untouched.
@@ -494,8 +509,20 @@ fn image_gc_removes_unused_images_and_keeps_those_in_use() {
         &archive,
         "example.local/gc-me:1",
     );
-    let images = s.data_dir().join("nodes").join("linux-1").join("images");
-    fs::copy(&archive, images.join("gc-me.tar")).unwrap();
+    let tandem = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tandem"));
+        cmd.arg("images")
+            .arg("--data-dir")
+            .arg(s.data_dir())
+            .args(args);
+        let out = common::run(cmd, format!("tandem images {}", args.join(" ")), None, LONG);
+        assert!(out.success(), "{}", out.combined());
+        out.stdout
+    };
+    let archive_arg = archive.to_string_lossy().to_string();
+    tandem(&["import", &archive_arg]);
+    let listed = tandem(&["ls"]);
+    assert!(listed.contains("tandem.local/busybox:1"), "{listed}");
     s.eventually("the archive imported", LONG, || {
         s.log().contains("gc-me.tar").then_some(())
     });
