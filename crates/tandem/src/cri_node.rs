@@ -126,7 +126,11 @@ pub async fn start_runtime(
         node.image_gc,
         node.image_gc_period,
         ctrd.base_dir().join("root"),
-        vec![containerd::PAUSE_IMAGE.to_string()],
+        // The project's own images cannot be pulled again: pinned, as k3s pins its imports.
+        vec![
+            containerd::PAUSE_IMAGE.to_string(),
+            containerd::BUSYBOX_IMAGE.to_string(),
+        ],
     ));
     let description = format!(
         "cri runtime: {} (real containers; pod network {cidr} on bridge {}; image archives from {})",

@@ -473,8 +473,8 @@ fn node_image_names(s: &Server) -> Vec<String> {
 
 #[test]
 fn image_gc_removes_unused_images_and_keeps_those_in_use() {
-    // Thresholds any disk exceeds: every pass frees what it can. The first pass comes 15 s
-    // after the start, once the pod below uses its image (an unused image would go too).
+    // Thresholds any disk exceeds: every pass frees what it can. The first pass comes 30 s
+    // after the start, once the pod below uses its image (an unused one would go too).
     let s = Server::start_up_with(&[
         "--linux-runtime",
         "cri",
@@ -487,7 +487,7 @@ fn image_gc_removes_unused_images_and_keeps_those_in_use() {
         "--image-gc-low-threshold",
         "0",
         "--image-gc-period",
-        "15s",
+        "30s",
         "--disable",
         "metrics-server,ingress,servicelb,local-storage,smb,network-policy",
     ]);
@@ -495,20 +495,6 @@ fn image_gc_removes_unused_images_and_keeps_those_in_use() {
         let out = s.kubectl(&["get", "nodes", "-o", "wide"]);
         out.stdout.contains("containerd://").then_some(())
     });
-    let used = pod("in-use", "tandem.local/busybox:1", "")
-        .replace("    command:", "    imagePullPolicy: Never\n    command:");
-    s.create(&used);
-    wait_running(&s, "in-use");
-
-    // An image nothing uses (its own image ID), imported from an archive: the collector
-    // removes it.
-    let work = tempfile::tempdir().unwrap();
-    let archive = work.path().join("gc-me.tar");
-    distinct_image(
-        &images_dir().join("busybox.tar"),
-        &archive,
-        "example.local/gc-me:1",
-    );
     let tandem = |args: &[&str]| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tandem"));
         cmd.arg("images")
@@ -519,28 +505,39 @@ fn image_gc_removes_unused_images_and_keeps_those_in_use() {
         assert!(out.success(), "{}", out.combined());
         out.stdout
     };
-    let archive_arg = archive.to_string_lossy().to_string();
-    tandem(&["import", &archive_arg]);
+    // Two images with IDs of their own, imported with `tandem images import`: one a pod uses,
+    // one nothing uses.
+    let work = tempfile::tempdir().unwrap();
+    for name in ["in-use", "gc-me"] {
+        let archive = work.path().join(format!("{name}.tar"));
+        distinct_image(
+            &images_dir().join("busybox.tar"),
+            &archive,
+            &format!("example.local/{name}:1"),
+        );
+        tandem(&["import", &archive.to_string_lossy()]);
+    }
+    let used = pod("in-use", "example.local/in-use:1", "")
+        .replace("    command:", "    imagePullPolicy: Never\n    command:");
+    s.create(&used);
+    wait_running(&s, "in-use");
     let listed = tandem(&["ls"]);
-    assert!(listed.contains("tandem.local/busybox:1"), "{listed}");
-    s.eventually("the archive imported", LONG, || {
-        s.log().contains("gc-me.tar").then_some(())
-    });
+    assert!(listed.contains("example.local/gc-me:1"), "{listed}");
+
     s.eventually("the unused image collected", LONG, || {
         let names = node_image_names(&s);
         (s.log().contains("image gc: removed an unused image")
             && !names.iter().any(|n| n.contains("example.local/gc-me")))
         .then_some(names)
     });
-    // The image in use and the sandbox image stay, and the pod keeps running.
+    // The image in use and the pinned project images stay, and the pod keeps running.
     let names = node_image_names(&s);
-    assert!(
-        names.iter().any(|n| n == "tandem.local/busybox:1"),
-        "{names:?}"
-    );
-    assert!(
-        names.iter().any(|n| n == "tandem.local/pause:1"),
-        "{names:?}"
-    );
+    for kept in [
+        "example.local/in-use:1",
+        "tandem.local/busybox:1",
+        "tandem.local/pause:1",
+    ] {
+        assert!(names.iter().any(|n| n == kept), "{kept}: {names:?}");
+    }
     wait_running(&s, "in-use");
 }
