@@ -2,7 +2,7 @@
 # Installs what tandem and its tests need on a fresh Debian machine, skipping what is present:
 # kubectl is expected on the machine; containerd, runc, the CNI plugins and busybox-static come from
 # Debian's packages (the Linux node's CRI runtime and the project's own OCI images use them), and
-# nftables for the service proxy; etcd-server, protobuf-compiler and libprotobuf-dev for the etcd
+# nftables for the service proxy; docker-registry, skopeo and apache2-utils for the image tests; etcd-server, protobuf-compiler and libprotobuf-dev for the etcd
 # store backend.
 set -euo pipefail
 
@@ -21,6 +21,13 @@ command -v openssl >/dev/null 2>&1 || need+=(openssl)
 # protobuf-compiler and libprotobuf-dev (protobuf's own .proto files): the etcd-client crate
 # compiles etcd's gRPC protocol at build time with protoc, unless PROTOC names one already.
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+# docker-registry (the CNCF distribution registry), skopeo and apache2-utils (htpasswd): the image
+# end-to-end tests run a registry on loopback with TLS and htpasswd auth and fill it from the
+# project's own image archives (crates/tandem/tests/e2e_images.rs). The package also enables a
+# registry service on :5000, which the tests leave alone (they use their own ports).
+command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
+command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
+command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
 if [ -z "${PROTOC:-}" ]; then
   command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
   [ -f /usr/include/google/protobuf/descriptor.proto ] || need+=(libprotobuf-dev)

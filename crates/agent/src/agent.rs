@@ -663,6 +663,7 @@ async fn pod_loop(
         host_ip: config.internal_ip.to_string(),
         runtime: runtime.clone(),
         reporter,
+        secrets: Arc::new(crate::pull_secrets::ApiSecrets(client.clone())),
         clock,
     });
     let ipam = match &config.pod_cidr {

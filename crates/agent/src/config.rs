@@ -365,6 +365,16 @@ pub struct NodeConfig {
     /// The pod network of an emulated node (see [`crate::podnet`]): its pods get reachable
     /// addresses and stand-ins. `None`: emulated pods have addresses nothing answers.
     pub pod_network: Option<std::sync::Arc<crate::podnet::EmulatedNetwork>>,
+    /// How many image pulls a `cri` node runs at once: 1 is the kubelet's default
+    /// `--serialize-image-pulls=true`.
+    pub parallel_image_pulls: usize,
+    /// Registry mirrors, TLS and credentials of a `cri` node (`--registry-config`).
+    pub registries: crate::registries::RegistriesConfig,
+    /// Image garbage collection thresholds of a `cri` node (`--image-gc-high-threshold`,
+    /// `--image-gc-low-threshold`).
+    pub image_gc: crate::runtime::cri::image_gc::GcPolicy,
+    /// How often a `cri` node's image garbage collector runs (the kubelet's 5 minutes).
+    pub image_gc_period: std::time::Duration,
 }
 
 /// Default emulated capacity: 4 CPUs, 16 GiB memory, 100 GiB disk, 110 pods (upstream maxPods).
@@ -404,6 +414,10 @@ impl NodeConfig {
             cluster_dns: Vec::new(),
             cluster_domain: crate::dns_config::DEFAULT_CLUSTER_DOMAIN.to_string(),
             pod_network: None,
+            parallel_image_pulls: 1,
+            registries: crate::registries::RegistriesConfig::default(),
+            image_gc: crate::runtime::cri::image_gc::GcPolicy::default(),
+            image_gc_period: std::time::Duration::from_secs(300),
         }
     }
 

@@ -19,6 +19,8 @@ pub mod logs;
 pub mod node_status;
 pub mod pod_worker;
 pub mod podnet;
+pub mod pull_secrets;
+pub mod registries;
 pub mod runtime;
 pub mod server;
 pub mod stats;

@@ -191,6 +191,7 @@ impl Harness for CriHarness {
             cluster_dns: vec!["10.96.0.10".parse().unwrap()],
             cluster_domain: "cluster.local".into(),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
+            parallel_image_pulls: 1,
         };
         let started =
             CriRuntime::start(containerd.client(), Self::kube().await, config.clone()).await;
@@ -594,7 +595,7 @@ mod suite {
         let stats = rt.stats();
         assert!(stats.images >= 1 && stats.image_bytes > 0, "{stats:?}");
 
-        let pulled = rt.pull_image(IMAGE).await;
+        let pulled = rt.pull_image(IMAGE, None).await;
         if H::DESIGN.pull_present_without_registry {
             let pulled = pulled.unwrap();
             assert_eq!(pulled.image.id, image.id);

@@ -12,6 +12,7 @@ pub mod conversion;
 pub mod defaults;
 pub mod events;
 pub mod field;
+pub mod images;
 pub mod local_path;
 pub mod metrics;
 pub mod openapi;

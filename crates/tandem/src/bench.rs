@@ -38,6 +38,9 @@ pub enum BenchCommand {
     /// present), pods through the API server and scheduler; create → Running, create → Ready
     /// and sandbox creation times.
     Startup(crate::bench_startup::StartupBench),
+    /// Image pulls (issue 34): N images from a registry on loopback into a fresh containerd, one
+    /// at a time and all at once, and the lookup of an image already present.
+    Pull(crate::bench_pull::PullBench),
     /// Service proxy and cluster DNS (issue 14): Services with emulated endpoints through the
     /// API; EndpointSlice change -> nftables rule in place at 1,000 and N Services, then DNS
     /// queries/s and latency from a loopback client.
@@ -305,6 +308,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             Ok(())
         }
         BenchCommand::Startup(b) => crate::bench_startup::run(b).await,
+        BenchCommand::Pull(b) => crate::bench_pull::run(b).await,
         BenchCommand::Services(b) => crate::bench_services::run(b).await,
         BenchCommand::Netpol(b) => crate::bench_netpol::run(b).await,
         BenchCommand::Ingress(b) => crate::bench_ingress::run(b).await,

@@ -323,6 +323,7 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
             .unwrap_or_else(|| PathBuf::from("target/images"));
         let mut cri_wanted = up.linux_runtime != LinuxRuntime::Emulated;
         for mut node in node_configs {
+            up.images.apply(&mut node)?;
             let node_dir = args.data_dir.join("nodes").join(&node.name);
             node.state_dir = Some(node_dir.clone());
             // The streaming server accepts only the API server's client certificate, from
@@ -861,6 +862,8 @@ pub struct AgentArgs {
     pub dns_upstream: Option<String>,
     #[command(flatten)]
     pub ingress: crate::node_network::IngressArgs,
+    #[command(flatten)]
+    pub images: crate::image_args::ImageArgs,
     /// Credentials of the built-in ingress controller (a kubeconfig of the
     /// `kube-system/tandem-ingress-controller` ServiceAccount, which the bootstrap policy grants
     /// what it reads): the node's own identity may not read Secrets cluster-wide, so without
@@ -960,6 +963,7 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     node.pod_cidr = args.pod_cidr.clone();
     node.cluster_dns = args.cluster_dns.clone();
     node.cluster_domain = args.cluster_domain.clone();
+    args.images.apply(&mut node)?;
     let node_dir = args
         .state_dir
         .clone()

@@ -72,6 +72,7 @@ pub async fn start_containerd(
         .context("the CRI node needs a pod CIDR")?;
     let mut opts = ContainerdOptions::new(node_dir.join("containerd"), cidr);
     opts.image_archives = image_archives_in(images_dir);
+    opts.registries = node.registries.clone();
     Containerd::start(opts)
         .await
         .context("cannot start containerd")
@@ -101,6 +102,7 @@ pub async fn start_runtime(
         cluster_dns: node.cluster_dns.clone(),
         cluster_domain: node.cluster_domain.clone(),
         resolv_conf: PathBuf::from("/etc/resolv.conf"),
+        parallel_image_pulls: node.parallel_image_pulls,
     };
     let runtime = match CriRuntime::start(ctrd.client(), kube, config).await {
         Ok(rt) => rt,
@@ -109,10 +111,32 @@ pub async fn start_runtime(
             return Err(e).context("cannot connect to containerd's CRI");
         }
     };
+    // Air-gapped images: archives dropped here are imported now and whenever they appear.
+    let images = node_dir.join("images");
+    if let Err(e) = std::fs::create_dir_all(&images) {
+        tracing::warn!(dir = %images.display(), "cannot create the node's images directory: {e}");
+    }
+    tokio::spawn(tandem_agent::runtime::cri::images_dir::watch(
+        images.clone(),
+        ctrd.importer(),
+        Arc::downgrade(&runtime),
+    ));
+    tokio::spawn(tandem_agent::runtime::cri::gc_loop::run(
+        Arc::downgrade(&runtime),
+        node.image_gc,
+        node.image_gc_period,
+        ctrd.base_dir().join("root"),
+        // The project's own images cannot be pulled again: pinned, as k3s pins its imports.
+        vec![
+            containerd::PAUSE_IMAGE.to_string(),
+            containerd::BUSYBOX_IMAGE.to_string(),
+        ],
+    ));
     let description = format!(
-        "cri runtime: {} (real containers; pod network {cidr} on bridge {})",
+        "cri runtime: {} (real containers; pod network {cidr} on bridge {}; image archives from {})",
         runtime.version(),
-        ctrd.bridge_name()
+        ctrd.bridge_name(),
+        images.display()
     );
     Ok(CriNode {
         runtime: runtime.clone(),

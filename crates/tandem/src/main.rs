@@ -6,6 +6,7 @@ mod bench_ingress;
 mod bench_netpol;
 mod bench_nodes_net;
 mod bench_overload;
+mod bench_pull;
 mod bench_rbac;
 mod bench_services;
 mod bench_startup;
@@ -18,6 +19,8 @@ mod cri_node;
 mod failover;
 mod h2_client;
 mod identity;
+mod image_args;
+mod images_cmd;
 mod leader;
 mod local_etcd;
 mod node_network;
@@ -69,6 +72,9 @@ enum Command {
     /// Runs benchmarks and prints their figures.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Manages the images of a node that runs real containers: `ls`, `import ARCHIVE` (into
+    /// the node's images directory, imported within seconds), `rm IMAGE`.
+    Images(images_cmd::ImagesArgs),
 }
 
 /// Flags shared by `server` and `up`.
@@ -215,6 +221,8 @@ pub struct UpArgs {
     pub emulated_pod_network: Toggle,
     #[command(flatten)]
     pub ingress: node_network::IngressArgs,
+    #[command(flatten)]
+    pub images: image_args::ImageArgs,
     /// Start a local one-member etcd (Debian's etcd-server, data in `<data-dir>/etcd`) and keep
     /// the cluster there instead of the embedded SQLite store.
     #[arg(long, conflicts_with = "etcd_servers")]
@@ -315,6 +323,7 @@ fn main() -> anyhow::Result<()> {
             Command::Scheduler(args) => cluster::run_scheduler(args).await,
             Command::Kubeconfig(args) => identity::mint_kubeconfig(&args),
             Command::Migrate(args) => store::run(args).await,
+            Command::Images(args) => images_cmd::run(&args).await,
             Command::Check(args) => match check::run(&args).await {
                 Ok(0) => Ok(()),
                 Ok(code) => std::process::exit(code),

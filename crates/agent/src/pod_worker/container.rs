@@ -75,6 +75,9 @@ pub(super) struct Track {
     pub(super) last: Option<Term>,
     pub(super) backoff: Option<Duration>,
     pub(super) image_id: String,
+    /// After a failed pull: until when the image is in back-off, and why the pull failed
+    /// (the kubelet's image back-off, keyed by pod and image).
+    pub(super) pull_backoff: Option<Box<super::images::PullBackOff>>,
     pub(super) container_id: Option<String>,
     pub(super) ready: bool,
     pub(super) started: bool,
@@ -100,6 +103,7 @@ impl Track {
             last: None,
             backoff: None,
             image_id: String::new(),
+            pull_backoff: None,
             container_id: None,
             ready: false,
             started: false,

@@ -37,6 +37,7 @@ use tokio::time::Instant;
 
 use crate::clock::Clock;
 use crate::config::NodeOs;
+use crate::pull_secrets::SecretSource;
 use crate::runtime::{ContainerState, Runtime};
 
 mod adopt;
@@ -105,6 +106,8 @@ pub struct WorkerContext {
     pub host_ip: String,
     pub runtime: Arc<dyn Runtime>,
     pub reporter: Arc<dyn Reporter>,
+    /// Where the pods' `imagePullSecrets` are read.
+    pub secrets: Arc<dyn SecretSource>,
     pub clock: Clock,
 }
 

@@ -67,6 +67,7 @@ fn context(os: NodeOs, build: Option<WindowsVersion>, rec: Arc<Recorder>) -> Arc
         host_ip: "127.0.0.11".into(),
         runtime: Arc::new(runtime),
         reporter: rec,
+        secrets: Arc::new(crate::pull_secrets::NoSecrets),
         clock,
     })
 }
@@ -673,4 +674,70 @@ async fn an_ephemeral_container_added_to_a_running_pod_runs_once_and_is_never_re
     assert_eq!(started, 1, "started once: {:?}", rec.reasons());
     drop(tx);
     let _ = handle.await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_pull_shows_err_image_pull_then_backs_off_10s_doubling() {
+    // A Windows image on a Linux node: every pull fails.
+    let image = "mcr.microsoft.com/windows/nanoserver:ltsc2022";
+    let p = pod(serde_json::json!({"metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "app", "image": image}]
+    }}));
+    let rec = run_case(
+        "pull back-off",
+        NodeOs::Linux,
+        None,
+        p,
+        &[
+            ex(5, "Pending", "waiting:ImagePullBackOff", false, 0),
+            ex(25, "Pending", "waiting:ImagePullBackOff", false, 0),
+        ],
+    )
+    .await;
+    let shown: Vec<String> = rec
+        .statuses
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|s| state_of(s).0)
+        .collect();
+    assert!(
+        shown.iter().any(|s| s == "waiting:ErrImagePull"),
+        "{shown:?}"
+    );
+    let events = rec.events.lock().expect("lock").clone();
+    // Pulls at 0 s and 10 s (back-off 10 s), the next one only at 30 s (20 s).
+    let pulls = events.iter().filter(|(r, _)| r == "Pulling").count();
+    assert_eq!(pulls, 2, "{events:?}");
+    assert!(
+        events
+            .iter()
+            .any(|(r, m)| r == "BackOff" && m == &format!("Back-off pulling image \"{image}\"")),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|(r, m)| r == "Failed"
+                && m.starts_with(&format!("Failed to pull image \"{image}\": "))),
+        "{events:?}"
+    );
+    let last = rec.last();
+    let message = state_of_message(&last);
+    assert!(
+        message.starts_with(&format!(
+            "Back-off pulling image \"{image}\": ErrImagePull: "
+        )),
+        "{message}"
+    );
+}
+
+fn state_of_message(s: &PodStatus) -> String {
+    s.container_statuses
+        .as_ref()
+        .and_then(|v| v.first())
+        .and_then(|c| c.state.as_ref())
+        .and_then(|st| st.waiting.as_ref())
+        .and_then(|w| w.message.clone())
+        .unwrap_or_default()
 }

@@ -28,9 +28,9 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::behaviour::{Behaviour, HookBehaviour, StageFile};
 use super::{
-    ContainerInfo, ContainerState, ContainerStats, HookKind, ImageInfo, NodeResources, NodeStats,
-    ProbeKind, ProbeResult, PullOutcome, Runtime, RuntimeError, RuntimeStats, SandboxConfig,
-    SandboxInfo, StreamRequest,
+    ContainerInfo, ContainerState, ContainerStats, Credential, HookKind, ImageInfo, NodeResources,
+    NodeStats, ProbeKind, ProbeResult, PullOutcome, Runtime, RuntimeError, RuntimeStats,
+    SandboxConfig, SandboxInfo, StreamRequest,
 };
 use crate::clock::Clock;
 use crate::config::NodeOs;
@@ -404,7 +404,11 @@ impl Runtime for EmulatedRuntime {
             .cloned()
     }
 
-    async fn pull_image(&self, image: &str) -> Result<PullOutcome, RuntimeError> {
+    async fn pull_image(
+        &self,
+        image: &str,
+        _auth: Option<&Credential>,
+    ) -> Result<PullOutcome, RuntimeError> {
         let asked = tokio::time::Instant::now();
         if let Some(message) = self.personality().pull_refusal(image) {
             return Err(RuntimeError::Refused { message });
@@ -979,12 +983,12 @@ mod tests {
     async fn pull_time_follows_image_size_and_bandwidth_and_present_images_are_instant() {
         let rt = runtime(NodeOs::Windows, Some(windows::SERVER_2019));
         let out = rt
-            .pull_image("mcr.microsoft.com/windows/servercore:ltsc2019")
+            .pull_image("mcr.microsoft.com/windows/servercore:ltsc2019", None)
             .await
             .expect("pull");
         assert_eq!(out.took, Duration::from_secs(30), "3 GB at 100 MB/s");
         let again = rt
-            .pull_image("mcr.microsoft.com/windows/servercore:ltsc2019")
+            .pull_image("mcr.microsoft.com/windows/servercore:ltsc2019", None)
             .await
             .expect("pull");
         assert_eq!(again.took, Duration::ZERO);
@@ -997,12 +1001,12 @@ mod tests {
         let pinned = &present.status_names()[0];
         assert!(pinned.contains("@sha256:"), "{pinned}");
         assert_eq!(rt.image_status(pinned), Some(present.clone()));
-        let by_digest = rt.pull_image(pinned).await.expect("pull by digest");
+        let by_digest = rt.pull_image(pinned, None).await.expect("pull by digest");
         assert_eq!(by_digest.took, Duration::ZERO);
         let linux = runtime(NodeOs::Linux, None);
         assert!(
             linux
-                .pull_image("mcr.microsoft.com/windows/nanoserver:ltsc2022")
+                .pull_image("mcr.microsoft.com/windows/nanoserver:ltsc2022", None)
                 .await
                 .is_err()
         );

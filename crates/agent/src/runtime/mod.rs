@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Container, Pod};
+pub use tandem_core::images::keyring::Credential;
 
 /// What a backend needs to create a pod sandbox.
 #[derive(Clone, Debug)]
@@ -299,8 +300,14 @@ pub trait Runtime: Send + Sync {
 
     /// The image if present on the node.
     fn image_status(&self, image: &str) -> Option<ImageInfo>;
-    /// Pulls an image (for the emulated backend: waits the modelled transfer time).
-    async fn pull_image(&self, image: &str) -> Result<PullOutcome, RuntimeError>;
+    /// Pulls an image with the given registry credentials, or none (for the emulated backend:
+    /// waits the modelled transfer time). The pod worker tries each credential the pod's pull
+    /// secrets hold for the image, as the kubelet does.
+    async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&Credential>,
+    ) -> Result<PullOutcome, RuntimeError>;
     /// Images present.
     fn list_images(&self) -> Vec<ImageInfo>;
 

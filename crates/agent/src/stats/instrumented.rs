@@ -19,9 +19,9 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use super::emulated::DeclaredPods;
 use super::kubelet::KubeletMetrics;
 use crate::runtime::{
-    ContainerInfo, ContainerStats, HookKind, ImageInfo, NodeResources, NodeStats, ProbeKind,
-    ProbeResult, PullOutcome, Runtime, RuntimeError, RuntimeStats, SandboxConfig, SandboxInfo,
-    StreamRequest,
+    ContainerInfo, ContainerStats, Credential, HookKind, ImageInfo, NodeResources, NodeStats,
+    ProbeKind, ProbeResult, PullOutcome, Runtime, RuntimeError, RuntimeStats, SandboxConfig,
+    SandboxInfo, StreamRequest,
 };
 
 /// `inner` with its operations counted in `metrics`.
@@ -78,8 +78,12 @@ impl Runtime for InstrumentedRuntime {
         self.inner.image_status(image)
     }
 
-    async fn pull_image(&self, image: &str) -> Result<PullOutcome, RuntimeError> {
-        let r = self.inner.pull_image(image).await;
+    async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&Credential>,
+    ) -> Result<PullOutcome, RuntimeError> {
+        let r = self.inner.pull_image(image, auth).await;
         self.record("pull_image", r)
     }
 

@@ -39,6 +39,25 @@ pub fn admit(pod: &mut Value, account: Option<&Value>, volume_name: &str) {
     if !named {
         spec.insert("serviceAccountName".into(), json!("default"));
     }
+    // Upstream `serviceaccount` admission: a pod that names no pull secrets gets its
+    // account's, whatever the token automount says.
+    let has_pull_secrets = spec
+        .get("imagePullSecrets")
+        .and_then(Value::as_array)
+        .is_some_and(|s| !s.is_empty());
+    if !has_pull_secrets
+        && let Some(secrets) = account
+            .and_then(|a| a.get("imagePullSecrets"))
+            .and_then(Value::as_array)
+            .filter(|s| !s.is_empty())
+    {
+        let names: Vec<Value> = secrets
+            .iter()
+            .filter_map(|s| s.get("name").and_then(Value::as_str))
+            .map(|name| json!({ "name": name }))
+            .collect();
+        spec.insert("imagePullSecrets".into(), Value::Array(names));
+    }
     let automount = spec
         .get("automountServiceAccountToken")
         .and_then(Value::as_bool)
@@ -163,6 +182,25 @@ mod tests {
         p["spec"]["automountServiceAccountToken"] = json!(true);
         admit(&mut p, Some(&account), "kube-api-access-abcde");
         assert_eq!(p["spec"]["volumes"].as_array().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn a_pod_without_pull_secrets_gets_its_accounts_even_without_a_token() {
+        let account = json!({
+            "automountServiceAccountToken": false,
+            "imagePullSecrets": [{"name": "regcred"}, {"name": "other"}]
+        });
+        let mut p = pod();
+        admit(&mut p, Some(&account), "kube-api-access-abcde");
+        assert_eq!(
+            p["spec"]["imagePullSecrets"],
+            json!([{"name": "regcred"}, {"name": "other"}])
+        );
+
+        let mut own = pod();
+        own["spec"]["imagePullSecrets"] = json!([{"name": "mine"}]);
+        admit(&mut own, Some(&account), "kube-api-access-abcde");
+        assert_eq!(own["spec"]["imagePullSecrets"], json!([{"name": "mine"}]));
     }
 
     #[test]

@@ -34,9 +34,9 @@ use crate::events::ApiReporter;
 use crate::pod_worker::{EventType, Reporter};
 use crate::runtime::prober;
 use crate::runtime::{
-    ContainerInfo, ContainerState, ContainerStats, HookKind, ImageInfo, NodeResources, NodeStats,
-    ProbeKind, ProbeResult, PullOutcome, Runtime, RuntimeError, RuntimeStats, SandboxConfig,
-    SandboxInfo, StreamRequest,
+    ContainerInfo, ContainerState, ContainerStats, Credential, HookKind, ImageInfo, NodeResources,
+    NodeStats, ProbeKind, ProbeResult, PullOutcome, Runtime, RuntimeError, RuntimeStats,
+    SandboxConfig, SandboxInfo, StreamRequest,
 };
 use crate::volumes::{self, PodVolumes};
 use tandem_core::validation::quantity::Quantity;
@@ -77,6 +77,10 @@ pub struct CriConfig {
     /// default). Read at every sandbox, so changes reach new pods. An empty path is the kubelet's
     /// `--resolv-conf=""`: `Default` pods then get the loopback resolver.
     pub resolv_conf: PathBuf,
+    /// How many image pulls may run at once: 1 is the kubelet's default
+    /// `--serialize-image-pulls=true`; more is `--serialize-image-pulls=false` with
+    /// `--max-parallel-image-pulls`.
+    pub parallel_image_pulls: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -120,6 +124,8 @@ pub struct CriRuntime {
     events: ApiReporter,
     version: String,
     state: Mutex<State>,
+    /// Permits for concurrent image pulls ([`CriConfig::parallel_image_pulls`]).
+    pulls: tokio::sync::Semaphore,
 }
 
 fn cri_err(e: CriError) -> RuntimeError {
@@ -206,6 +212,7 @@ impl CriRuntime {
             client,
             events: ApiReporter::new(kube.clone(), &config.node_name, Clock::new()),
             kube,
+            pulls: tokio::sync::Semaphore::new(config.parallel_image_pulls.max(1)),
             config,
             state: Mutex::new(State::default()),
         });
@@ -227,7 +234,27 @@ impl CriRuntime {
         self.lock().sandbox_create.iter().copied().collect()
     }
 
-    async fn refresh_images(&self) {
+    /// The images present and the image references of every container (running or exited),
+    /// for the image garbage collector.
+    pub fn image_use(&self) -> (Vec<ImageInfo>, Vec<String>) {
+        let state = self.lock();
+        let used = state
+            .containers
+            .values()
+            .flat_map(|c| [c.info.image.clone(), c.info.image_id.clone()])
+            .filter(|r| !r.is_empty())
+            .flat_map(|r| [normalize_image(&r), r])
+            .collect();
+        (state.images.clone(), used)
+    }
+
+    /// Removes an image (name or ID) from the runtime.
+    pub async fn remove_image(&self, image: &str) -> Result<(), RuntimeError> {
+        self.client.remove_image(image).await.map_err(cri_err)
+    }
+
+    /// Reads the image list from the runtime again (after a pull or an import).
+    pub async fn refresh_images(&self) {
         if let Ok(images) = self.client.list_images(None).await {
             let list = images.iter().flat_map(image_info).collect();
             self.lock().images = list;
@@ -860,19 +887,39 @@ impl Runtime for CriRuntime {
             .cloned()
     }
 
-    async fn pull_image(&self, image: &str) -> Result<PullOutcome, RuntimeError> {
+    async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&Credential>,
+    ) -> Result<PullOutcome, RuntimeError> {
+        let asked = tokio::time::Instant::now();
+        // The kubelet's puller: one at a time (`--serialize-image-pulls`, the default), or at
+        // most `--max-parallel-image-pulls` at once.
+        let _permit = self
+            .pulls
+            .acquire()
+            .await
+            .map_err(|_| RuntimeError::Refused {
+                message: "the runtime is shutting down".into(),
+            })?;
         let started = tokio::time::Instant::now();
-        match self.client.pull_image(image, None, None).await {
-            Ok(_) => {
+        let auth = auth.map(|c| proto::AuthConfig {
+            username: c.username.clone(),
+            password: c.password.clone(),
+            ..Default::default()
+        });
+        match self.client.pull_image(image, auth, None).await {
+            Ok(image_ref) => {
                 self.refresh_images().await;
                 let took = started.elapsed();
                 let info = self
                     .image_status(image)
+                    .or_else(|| self.image_status(&image_ref))
                     .ok_or_else(|| RuntimeError::NotFound(format!("image {image}")))?;
                 Ok(PullOutcome {
                     image: info,
                     took,
-                    took_including_waiting: took,
+                    took_including_waiting: asked.elapsed(),
                 })
             }
             Err(e) => Err(RuntimeError::Refused {

@@ -687,6 +687,15 @@ impl CriClient {
         Ok(response.images)
     }
 
+    /// `RemoveImage`: removes `image` (a name or ID); removing an absent image succeeds.
+    pub async fn remove_image(&self, image: &str) -> Result<(), CriError> {
+        let message = RemoveImageRequest {
+            image: Some(image_spec(image)),
+        };
+        rpc!(self.image.remove_image, "RemoveImage", short, message)?;
+        Ok(())
+    }
+
     /// `ImageStatus`: the image if it is present, `None` if not (absence is not an error).
     pub async fn image_status(&self, image: &str) -> Result<Option<Image>, CriError> {
         let message = ImageStatusRequest {

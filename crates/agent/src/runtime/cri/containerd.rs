@@ -10,6 +10,7 @@
 //! <base>/root, state, opt, runc   containerd root and state, opt plugin, runc's state root
 //! <base>/run/containerd.sock      CRI and containerd gRPC (+ .ttrpc)
 //! <base>/cni/net.d/10-tandem.conflist, <base>/cni/ipam
+//! <base>/certs.d/<registry>/hosts.toml   registry mirrors and TLS (`--registry-config`)
 //! <base>/logs/containerd.log      containerd's output
 //! ```
 //!
@@ -35,6 +36,7 @@ use tokio::time::Instant;
 
 use super::client::{CriClient, CriError};
 use super::proto::{NETWORK_READY, runtime_condition};
+use crate::registries::{RegistriesConfig, render};
 
 /// The sandbox (pause) image, built by `scripts/build-images.sh` into [`PAUSE_ARCHIVE`]: a
 /// busybox shell loop that reaps orphaned processes and exits at once on SIGTERM.
@@ -273,6 +275,9 @@ pub struct ContainerdOptions {
     pub pause_image: String,
     /// OCI archives imported (idempotently) at every start, see [`image_archives_in`].
     pub image_archives: Vec<PathBuf>,
+    /// Registry mirrors, TLS and credentials (`--registry-config`), written as `hosts.toml`
+    /// files under `<base>/certs.d` and the CRI config at every start.
+    pub registries: RegistriesConfig,
     /// Where the CNI plugins are; `None` looks in `/usr/lib/cni`, then `/opt/cni/bin`.
     pub cni_bin_dir: Option<PathBuf>,
     /// How long start-up may take until CRI answers and reports the network ready.
@@ -297,6 +302,7 @@ impl ContainerdOptions {
             pod_cidr: pod_cidr.into(),
             pause_image: PAUSE_IMAGE.to_string(),
             image_archives: Vec::new(),
+            registries: RegistriesConfig::default(),
             cni_bin_dir: None,
             start_timeout: Duration::from_secs(15),
             stop_timeout: Duration::from_secs(10),
@@ -435,6 +441,9 @@ impl Layout {
     fn logs(&self) -> PathBuf {
         self.base.join("logs")
     }
+    fn certs_dir(&self) -> PathBuf {
+        self.base.join("certs.d")
+    }
     fn log_file(&self) -> PathBuf {
         self.logs().join("containerd.log")
     }
@@ -448,6 +457,8 @@ struct Rendering<'a> {
     cni_bin_dir: &'a Path,
     bridge_name: &'a str,
     cidr: Ipv4Cidr,
+    /// The CRI `registry` tables ([`crate::registries::render`]).
+    registry_toml: &'a str,
 }
 
 fn utf8(path: &Path) -> Result<&str, ContainerdError> {
@@ -524,7 +535,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       bin_dir = {cni_bin}
       conf_dir = {conf_dir}
       max_conf_num = 1
-"#,
+{registry}"#,
             root = s(l.root())?,
             state = s(l.state())?,
             socket = s(l.socket())?,
@@ -535,6 +546,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             runc_root = s(l.runc_root())?,
             cni_bin = s(self.cni_bin_dir.to_path_buf())?,
             conf_dir = s(l.cni_conf_dir())?,
+            registry = indent(self.registry_toml, "  "),
         ))
     }
 
@@ -587,6 +599,89 @@ pub struct Containerd {
     client: CriClient,
     pid: u32,
     child: Mutex<Option<Child>>,
+    ctr: PathBuf,
+}
+
+/// Imports image archives into a running containerd's `k8s.io` namespace (the one CRI reads)
+/// with `ctr images import`, decompressing `.tar.gz` and `.tar.zst` through `gzip`/`zstd` on
+/// the way. Re-importing an archive is a no-op.
+#[derive(Clone, Debug)]
+pub struct Importer {
+    ctr: PathBuf,
+    socket: PathBuf,
+}
+
+impl Importer {
+    /// Imports one archive (its compression told by its name, see
+    /// [`super::archives::archive_kind`]); on failure the error carries what the tools printed.
+    pub async fn import(&self, path: &Path) -> Result<(), ContainerdError> {
+        let kind =
+            super::archives::archive_kind(path).unwrap_or(super::archives::Compression::None);
+        let mut ctr = Command::new(&self.ctr);
+        ctr.arg("--address")
+            .arg(&self.socket)
+            .args(["--namespace", "k8s.io", "images", "import"]);
+        let Some((program, args)) = kind.decompressor() else {
+            ctr.arg(path);
+            let output = run(ctr, "ctr", IMPORT_TIMEOUT).await?;
+            return if output.status.success() {
+                Ok(())
+            } else {
+                Err(ContainerdError::Import {
+                    path: path.to_path_buf(),
+                    output: combined_output(&output),
+                })
+            };
+        };
+        let spawn_error = |program: &str| {
+            let program = program.to_string();
+            move |source| ContainerdError::Spawn { program, source }
+        };
+        let mut decompress = Command::new(program)
+            .args(args)
+            .arg(path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(spawn_error(program))?;
+        let pipe: Stdio = decompress
+            .stdout
+            .take()
+            .and_then(|out| out.try_into().ok())
+            .unwrap_or_else(Stdio::null);
+        ctr.arg("-")
+            .stdin(pipe)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let imported = ctr.spawn().map_err(spawn_error("ctr"))?;
+        let both =
+            async { tokio::join!(imported.wait_with_output(), decompress.wait_with_output()) };
+        let (imported, decompressed) =
+            tokio::time::timeout(IMPORT_TIMEOUT, both)
+                .await
+                .map_err(|_| ContainerdError::CommandTimeout {
+                    program: "ctr".into(),
+                    timeout: IMPORT_TIMEOUT,
+                })?;
+        let imported = imported.map_err(spawn_error("ctr"))?;
+        let decompressed = decompressed.map_err(spawn_error(program))?;
+        if !decompressed.status.success() {
+            return Err(ContainerdError::Import {
+                path: path.to_path_buf(),
+                output: format!("{program}: {}", combined_output(&decompressed)),
+            });
+        }
+        if !imported.status.success() {
+            return Err(ContainerdError::Import {
+                path: path.to_path_buf(),
+                output: combined_output(&imported),
+            });
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for Containerd {
@@ -654,7 +749,11 @@ impl Containerd {
         remove_file_if_present(&layout.socket())?;
         remove_file_if_present(&layout.ttrpc_socket())?;
 
+        let certs_dir = layout.certs_dir();
+        let registry_files = render(&options.registries, utf8(&certs_dir)?);
+        write_certs_dir(&certs_dir, &registry_files.hosts)?;
         let rendering = Rendering {
+            registry_toml: &registry_files.cri_registry,
             layout: &layout,
             pause_image: &options.pause_image,
             runc: &prerequisites.runc,
@@ -686,6 +785,7 @@ impl Containerd {
             client,
             pid,
             child: Mutex::new(Some(child)),
+            ctr: prerequisites.ctr.clone(),
         };
         if let Err(error) = containerd.import_images(&prerequisites.ctr).await {
             containerd.stop_process().await;
@@ -727,6 +827,14 @@ impl Containerd {
             });
         }
         Ok(())
+    }
+
+    /// What imports archives into this containerd.
+    pub fn importer(&self) -> Importer {
+        Importer {
+            ctr: self.ctr.clone(),
+            socket: self.layout.socket(),
+        }
     }
 
     /// A client for containerd's CRI socket (a clone sharing one connection).
@@ -1321,6 +1429,41 @@ fn log_tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// Lines of `text` with `prefix` before each non-empty one.
+fn indent(text: &str, prefix: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.is_empty() {
+                "\n".to_string()
+            } else {
+                format!("{prefix}{l}\n")
+            }
+        })
+        .collect()
+}
+
+/// Replaces the `certs.d` directory with one `<host>/hosts.toml` per entry, so that a host
+/// dropped from the configuration is gone at the next start.
+fn write_certs_dir(
+    dir: &Path,
+    hosts: &std::collections::BTreeMap<String, String>,
+) -> Result<(), ContainerdError> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(|source| ContainerdError::Io {
+            action: "remove",
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
+    create_dir_all(dir)?;
+    for (host, text) in hosts {
+        let host_dir = dir.join(host);
+        create_dir_all(&host_dir)?;
+        write_file(&host_dir.join("hosts.toml"), text)?;
+    }
+    Ok(())
+}
+
 fn create_dir_all(path: &Path) -> Result<(), ContainerdError> {
     std::fs::create_dir_all(path).map_err(|source| ContainerdError::Io {
         action: "create",
@@ -1361,6 +1504,7 @@ mod tests {
             cni_bin_dir: Path::new("/usr/lib/cni"),
             bridge_name: "tdm0123abcd",
             cidr: Ipv4Cidr::parse(cidr).expect("valid cidr"),
+            registry_toml: "",
         }
     }
 
