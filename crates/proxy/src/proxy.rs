@@ -38,6 +38,11 @@ pub struct ProxyConfig {
     pub netns: Option<std::path::PathBuf>,
     /// Set for the proxy of an emulated Windows node (its pods' traffic only, Windows limits).
     pub windows: Option<rules::WindowsDataPlane>,
+    /// Whether this host runs the pod network between hosts (`tandem agent
+    /// --pod-network-backend`): the pods of every other node that runs it (annotated
+    /// [`tandem_core::POD_NETWORK_BACKEND_ANNOTATION`]) are then reachable endpoints, as
+    /// kube-proxy sends Service traffic to any pod of the cluster.
+    pub pod_network: bool,
 }
 
 /// Why the proxy could not start.
@@ -110,6 +115,7 @@ impl ServiceProxy {
             state: ClusterState::default(),
             emulated: BTreeSet::new(),
             networked: BTreeMap::new(),
+            pod_network: config.pod_network,
             contributions: HashMap::new(),
             hairpin: BTreeMap::new(),
             loaded: false,
@@ -199,8 +205,12 @@ struct Runner {
     state: ClusterState,
     /// Nodes whose runtime is emulated and whose pods are not on the network.
     emulated: BTreeSet<String>,
-    /// Emulated nodes whose pods are on this machine's network, with their pod ranges.
+    /// Other nodes whose pods this host reaches, with their pod ranges: emulated nodes whose
+    /// pods are on this machine's network, and (with the pod network between hosts) every
+    /// node that runs it.
     networked: BTreeMap<String, Cidr>,
+    /// Whether this host runs the pod network between hosts.
+    pod_network: bool,
     /// Per Service: what it put in the table, and the endpoints that get its traffic.
     contributions: HashMap<ServiceKey, Contribution>,
     hairpin: BTreeMap<Ipv4Addr, usize>,
@@ -294,7 +304,13 @@ impl Runner {
                         self.emulated.remove(&name);
                         self.networked.remove(&name);
                         match emulated_network(&n) {
-                            None => {}
+                            None => {
+                                if self.pod_network
+                                    && let Some(cidr) = routed_network(&n)
+                                {
+                                    self.networked.insert(name, cidr);
+                                }
+                            }
                             Some(Some(cidr)) => {
                                 self.networked.insert(name, cidr);
                             }
@@ -549,4 +565,17 @@ fn emulated_network(node: &Node) -> Option<Option<Cidr>> {
         .and_then(|s| s.pod_cidr.as_deref())
         .and_then(Cidr::parse);
     Some(if annotated { cidr } else { None })
+}
+
+/// The pod range of a node running real containers that takes part in the pod network between
+/// hosts (its agent annotates it with [`tandem_core::POD_NETWORK_BACKEND_ANNOTATION`]).
+fn routed_network(node: &Node) -> Option<Cidr> {
+    node.metadata
+        .annotations
+        .as_ref()
+        .filter(|a| a.contains_key(tandem_core::POD_NETWORK_BACKEND_ANNOTATION))?;
+    node.spec
+        .as_ref()
+        .and_then(|s| s.pod_cidr.as_deref())
+        .and_then(Cidr::parse)
 }

@@ -20,6 +20,7 @@ mod h2_client;
 mod identity;
 mod leader;
 mod local_etcd;
+mod multihost;
 mod node_network;
 mod rotating_client;
 mod store;
@@ -218,6 +219,20 @@ pub struct UpArgs {
     /// 2379, which the Debian package's own etcd service takes where systemd runs it.
     #[arg(long, default_value_t = 2479, requires = "etcd")]
     pub etcd_port: u16,
+    /// Make every node a simulated host of its own: a network namespace `tandem-NODE` with
+    /// `eth0` on an underlay bridge, and its own `tandem agent` process joined with the join
+    /// token (Linux nodes on their own containerd), linked by the pod network between hosts.
+    /// The API server then listens on the bridge's address. Needs root.
+    #[arg(long)]
+    pub multi_host: bool,
+    /// The underlay network of `--multi-host` (the bridge takes the first address, hosts the
+    /// next ones).
+    #[arg(long, default_value = multihost::DEFAULT_UNDERLAY, requires = "multi_host")]
+    pub multi_host_underlay: String,
+    /// The pod network between the hosts of `--multi-host`: `auto`, `host-gw` or `vxlan`
+    /// (see `tandem agent --pod-network-backend`).
+    #[arg(long, default_value = "auto", requires = "multi_host")]
+    pub pod_network_backend: String,
 }
 
 /// `on` or `off`.
