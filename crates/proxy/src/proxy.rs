@@ -579,3 +579,51 @@ fn routed_network(node: &Node) -> Option<Cidr> {
         .and_then(|s| s.pod_cidr.as_deref())
         .and_then(Cidr::parse)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::NodeSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn node(annotations: &[(&str, &str)], pod_cidr: Option<&str>) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some("n".into()),
+                annotations: Some(
+                    annotations
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                pod_cidr: pod_cidr.map(str::to_string),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn nodes_of_the_pod_network_between_hosts_have_reachable_pod_ranges() {
+        let backend = tandem_core::POD_NETWORK_BACKEND_ANNOTATION;
+        let table = [
+            (
+                node(&[(backend, "vxlan")], Some("10.244.3.0/24")),
+                Some("10.244.3.0/24"),
+            ),
+            (node(&[(backend, "host-gw")], Some("nonsense")), None),
+            (node(&[(backend, "auto")], None), None),
+            (node(&[], Some("10.244.3.0/24")), None),
+        ];
+        for (n, want) in table {
+            assert_eq!(
+                routed_network(&n).map(|c| c.to_string()).as_deref(),
+                want,
+                "{n:?}"
+            );
+        }
+    }
+}

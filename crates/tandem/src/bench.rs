@@ -45,6 +45,9 @@ pub enum BenchCommand {
     /// NetworkPolicy enforcement: with 1,000 policies, the time from a policy change to the
     /// node's nftables table applied (model, text, `nft -f` in a private network namespace).
     Netpol(crate::bench_netpol::NetpolBench),
+    /// Pod network between hosts (issue 33): pod-to-pod latency and throughput through the
+    /// VXLAN tunnel and host-gw routes next to the same pair on a plain link, and join → route.
+    Multihost(crate::bench_multihost::MultihostBench),
     /// Ingress controller: HTTP requests/s and latency through the ingress next to the same
     /// requests straight to the backends (stand-ins on loopback), new connections and kept-alive.
     Ingress(crate::bench_ingress::IngressBench),
@@ -307,6 +310,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Startup(b) => crate::bench_startup::run(b).await,
         BenchCommand::Services(b) => crate::bench_services::run(b).await,
         BenchCommand::Netpol(b) => crate::bench_netpol::run(b).await,
+        BenchCommand::Multihost(b) => crate::bench_multihost::run(b).await,
         BenchCommand::Ingress(b) => crate::bench_ingress::run(b).await,
         BenchCommand::Check(b) => crate::check::bench(b.objects),
         BenchCommand::Overload(b) => crate::bench_overload::run(b).await,

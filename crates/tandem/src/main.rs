@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_ingress;
+mod bench_multihost;
 mod bench_netpol;
 mod bench_nodes_net;
 mod bench_overload;

@@ -2,7 +2,8 @@
 //! one emulated Windows host, each a network namespace of its own with its own `tandem agent`,
 //! linked by the VXLAN pod network. One cluster serves every check, in order: pod to pod across
 //! hosts both ways, a Service and cluster DNS from each host, a NodePort on the host without
-//! the endpoint, a host cut off (its link down) and restored, and a clean machine after stop.
+//! the endpoint, a NetworkPolicy enforced on one host against pods of another, a host cut off
+//! (its link down) and restored, and a clean machine after stop.
 //! Needs root and the packages and images the test command installs and builds; traffic goes
 //! only to addresses in the namespaces tandem makes.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected shapes")]
@@ -63,6 +64,17 @@ fn is_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
+
+const POLICY: &str = r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: friends-only}
+spec:
+  podSelector: {matchLabels: {host: linux-1}}
+  policyTypes: [Ingress]
+  ingress:
+  - from: [{podSelector: {matchLabels: {role: friend}}}]
+"#;
 
 fn ip_cmd(args: &[&str]) -> String {
     let out = Command::new("ip").args(args).output().unwrap();
@@ -190,6 +202,32 @@ fn pods_services_and_node_ports_span_hosts_and_a_lost_host_comes_back() {
         LONG,
         || http_get(&format!("{l2_ip}:{port}")).filter(|b| b.contains("served by a")),
     );
+
+    // NetworkPolicy across hosts: only pods labelled role=friend may reach a; the policy is
+    // enforced on linux-1 and sees linux-2's pods by their own addresses (no masquerade).
+    let friend = pod("c", L2).replace("host: linux-2}", "host: linux-2, role: friend}");
+    s.kubectl_stdin(&["apply", "-f", "-"], &friend).ok();
+    pod_ip(&s, "c");
+    s.kubectl_stdin(&["apply", "-f", "-"], POLICY).ok();
+    fetch_from(&s, "c", &format!("http://{ip_a}:8080/"), "served by a");
+    s.eventually("b refused by the policy on the other host", LONG, || {
+        let out = s.kubectl(&[
+            "exec",
+            "b",
+            "--",
+            "wget",
+            "-q",
+            "-T",
+            "2",
+            "-O",
+            "-",
+            &format!("http://{ip_a}:8080/"),
+        ]);
+        (!out.success()).then_some(())
+    });
+    fetch_from(&s, "c", &format!("http://{ip_a}:8080/"), "served by a");
+    s.kubectl(&["delete", "networkpolicy", "friends-only"]);
+    fetch_from(&s, "b", &format!("http://{ip_a}:8080/"), "served by a");
 
     // linux-2 cut off: Unknown after the grace period, tainted unreachable; back when its link
     // is up again.
