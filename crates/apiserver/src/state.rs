@@ -68,6 +68,9 @@ pub struct Options {
     /// Whether this server serves `metrics.k8s.io` itself (`tandem up --disable
     /// metrics-server` turns it off, so a metrics-server the user installs can register it).
     pub metrics_api: bool,
+    /// `tolerationSeconds` of the default not-ready/unreachable tolerations
+    /// (`--default-not-ready-toleration-seconds`, `--default-unreachable-toleration-seconds`).
+    pub default_tolerations: tandem_core::admission::default_tolerations::DefaultTolerations,
 }
 
 impl Default for Options {
@@ -80,6 +83,7 @@ impl Default for Options {
             server_metrics: Some(crate::metrics::ServerMetrics::standalone()),
             flow_control: Default::default(),
             metrics_api: true,
+            default_tolerations: Default::default(),
         }
     }
 }

@@ -352,7 +352,7 @@ pub async fn run(b: MultihostBench) -> anyhow::Result<()> {
         at(0.99).as_secs_f64() * 1e3
     );
     println!(
-        "  host cut off → its pods elsewhere: upstream's defaults are --node-monitor-grace-period 40 s + tolerationSeconds 300 s (not flags in tandem yet)"
+        "  host cut off → its pods evicted: --node-monitor-grace-period (upstream 40 s) + --default-unreachable-toleration-seconds (upstream 300 s)"
     );
     for h in [&a, &b_host] {
         netlink::flush_routes(&h.handle).await?;

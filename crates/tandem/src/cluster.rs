@@ -71,6 +71,10 @@ pub async fn start_with_metrics(
         server_metrics,
         flow_control: args.flow_control.config(),
         metrics_api: !args.disabled(crate::Addon::MetricsServer),
+        default_tolerations: tandem_core::admission::default_tolerations::DefaultTolerations {
+            not_ready_seconds: args.default_not_ready_toleration_seconds,
+            unreachable_seconds: args.default_unreachable_toleration_seconds,
+        },
     };
     let server = ApiServer::start_with_options(config, dyn_store, options)
         .await
@@ -249,6 +253,7 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
             downscale_stabilization: args.hpa_downscale_stabilization,
             ..Default::default()
         },
+        node_monitor_grace_period: args.node_monitor_grace_period,
         disabled: args
             .disable
             .iter()

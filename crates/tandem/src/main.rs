@@ -114,6 +114,18 @@ pub struct ServerArgs {
     /// (kube-controller-manager's flag).
     #[arg(long = "horizontal-pod-autoscaler-sync-period", default_value = "15s", value_parser = leader::parse_go_duration)]
     pub hpa_sync_period: std::time::Duration,
+    /// How long a node may go unheard before the node lifecycle controller marks it `Unknown`
+    /// and taints it unreachable (kube-controller-manager's flag; upstream's 40s).
+    #[arg(long, value_parser = leader::parse_go_duration)]
+    pub node_monitor_grace_period: Option<std::time::Duration>,
+    /// `tolerationSeconds` of the `node.kubernetes.io/not-ready:NoExecute` toleration every pod
+    /// gets (kube-apiserver's DefaultTolerationSeconds flag).
+    #[arg(long, default_value_t = 300)]
+    pub default_not_ready_toleration_seconds: i64,
+    /// `tolerationSeconds` of the `node.kubernetes.io/unreachable:NoExecute` toleration every
+    /// pod gets: how long pods stay on a lost host before they are evicted.
+    #[arg(long, default_value_t = 300)]
+    pub default_unreachable_toleration_seconds: i64,
     /// The down-scale stabilization window of HPAs that set none in `behavior`
     /// (kube-controller-manager's flag).
     #[arg(long = "horizontal-pod-autoscaler-downscale-stabilization", default_value = "5m0s", value_parser = leader::parse_go_duration)]

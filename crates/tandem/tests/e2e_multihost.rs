@@ -3,7 +3,9 @@
 //! linked by the VXLAN pod network. One cluster serves every check, in order: pod to pod across
 //! hosts both ways, a Service and cluster DNS from each host, a NodePort on the host without
 //! the endpoint, a NetworkPolicy enforced on one host against pods of another, a host cut off
-//! (its link down) and restored, and a clean machine after stop.
+//! (its link down: `Unknown`, tainted unreachable, its pods evicted after the short
+//! `--default-unreachable-toleration-seconds` of this cluster) and restored, and a clean
+//! machine after stop.
 //! Needs root and the packages and images the test command installs and builds; traffic goes
 //! only to addresses in the namespaces tandem makes.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected shapes")]
@@ -133,6 +135,11 @@ fn pods_services_and_node_ports_span_hosts_and_a_lost_host_comes_back() {
         "linux=2,windows-2022=1",
         "--cluster-cidr",
         "10.236.0.0/16",
+        // Short periods so that a lost host's pods are evicted within the test.
+        "--node-monitor-grace-period",
+        "20s",
+        "--default-unreachable-toleration-seconds",
+        "5",
     ]);
     for node in [L1, L2, W1] {
         s.eventually(&format!("node {node} Ready"), LONG, || {
@@ -229,8 +236,15 @@ fn pods_services_and_node_ports_span_hosts_and_a_lost_host_comes_back() {
     s.kubectl(&["delete", "networkpolicy", "friends-only"]);
     fetch_from(&s, "b", &format!("http://{ip_a}:8080/"), "served by a");
 
-    // linux-2 cut off: Unknown after the grace period, tainted unreachable; back when its link
-    // is up again.
+    // linux-2 cut off: Unknown after the grace period, tainted unreachable, its pods evicted
+    // after their 5 s toleration; back when its link is up again.
+    let b_tolerations = s.get_json(&["pod", "b"]).unwrap()["spec"]["tolerations"].clone();
+    assert!(
+        b_tolerations
+            .to_string()
+            .contains(r#""tolerationSeconds":5"#),
+        "{b_tolerations}"
+    );
     let cut = Command::new("ip")
         .args([
             "netns",
@@ -253,6 +267,12 @@ fn pods_services_and_node_ports_span_hosts_and_a_lost_host_comes_back() {
             .any(|t| t["key"] == "node.kubernetes.io/unreachable");
         (ready(&n) == Some("Unknown") && tainted).then_some(())
     });
+    s.eventually("b evicted from the lost host", LONG, || {
+        match s.get_json(&["pod", "b"]) {
+            None => Some(()),
+            Some(p) => p["metadata"]["deletionTimestamp"].is_string().then_some(()),
+        }
+    });
     let up = Command::new("ip")
         .args([
             "netns",
@@ -271,8 +291,10 @@ fn pods_services_and_node_ports_span_hosts_and_a_lost_host_comes_back() {
         let n = s.get_json(&["node", L2])?;
         (ready(&n) == Some("True")).then_some(())
     });
-    // Its routes came back with the link (the agent rewrites them periodically).
-    fetch_from(&s, "a", &format!("http://{ip_b}:8080/"), "served by b");
+    // A new pod there is reachable across hosts again.
+    s.kubectl_stdin(&["apply", "-f", "-"], &pod("d", L2)).ok();
+    let ip_d = pod_ip(&s, "d");
+    fetch_from(&s, "a", &format!("http://{ip_d}:8080/"), "served by d");
 
     // Stop: nothing of the hosts is left on the machine.
     s.terminate();
