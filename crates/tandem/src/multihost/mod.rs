@@ -15,15 +15,75 @@ pub mod plan;
 
 use std::path::Path;
 
+use std::path::PathBuf;
+use std::time::Duration;
+
 use anyhow::Context;
-use tokio::process::Child;
+use tokio::sync::watch;
 
 pub use plan::{DEFAULT_UNDERLAY, HostPlan, PlanSettings, Underlay};
+
+/// How many times a host's agent is started in all (it exits when it cannot join in time, e.g.
+/// while the machine is busy); a real host's service manager restarts its agent the same way.
+const AGENT_STARTS: u32 = 10;
+/// The pause before an exited agent is started again.
+const RESTART_DELAY: Duration = Duration::from_secs(2);
 
 /// The running simulated hosts.
 pub struct MultiHost {
     underlay: Underlay,
-    hosts: Vec<(HostPlan, Option<Child>)>,
+    hosts: Vec<(HostPlan, Option<tokio::task::JoinHandle<()>>)>,
+    stop: watch::Sender<bool>,
+}
+
+/// Runs a host's agent until `stop`, starting it again when it exits (at most
+/// [`AGENT_STARTS`] times in all); at `stop`, stops it (SIGTERM, then SIGKILL).
+async fn supervise(
+    plan: HostPlan,
+    args: Vec<String>,
+    exe: PathBuf,
+    token: String,
+    mut stop: watch::Receiver<bool>,
+) {
+    for start in 1..=AGENT_STARTS {
+        if *stop.borrow() {
+            return;
+        }
+        let mut child = match hosts::start_agent(&plan, &args, &exe, &token) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("tandem: cannot start the agent of {}: {e:#}", plan.node);
+                return;
+            }
+        };
+        let exited = tokio::select! {
+            status = child.wait() => Some(status),
+            _ = stop.changed() => None,
+        };
+        let Some(status) = exited else {
+            hosts::stop_agent(&plan.node, child).await;
+            return;
+        };
+        let status = status
+            .map(|s| s.to_string())
+            .unwrap_or_else(|e| e.to_string());
+        if start == AGENT_STARTS {
+            eprintln!(
+                "tandem: the agent of {} exited ({status}) {start} times; see {}",
+                plan.node,
+                plan.state_dir.join("agent.log").display()
+            );
+            return;
+        }
+        eprintln!(
+            "tandem: the agent of {} exited ({status}); starting it again",
+            plan.node
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(RESTART_DELAY) => {}
+            _ = stop.changed() => return,
+        }
+    }
 }
 
 impl MultiHost {
@@ -42,6 +102,7 @@ impl MultiHost {
         Ok(MultiHost {
             underlay,
             hosts: hosts.into_iter().map(|h| (h, None)).collect(),
+            stop: watch::channel(false).0,
         })
     }
 
@@ -68,12 +129,18 @@ impl MultiHost {
         api_port: u16,
     ) -> anyhow::Result<Vec<String>> {
         let mut lines = Vec::new();
-        for (plan, child) in &mut self.hosts {
+        for (plan, task) in &mut self.hosts {
             hosts::create_host(&self.underlay, plan)
                 .await
                 .with_context(|| format!("cannot make the host of {}", plan.node))?;
             let args = plan::agent_command(&self.underlay, api_port, plan);
-            *child = Some(hosts::start_agent(plan, &args, exe, token)?);
+            *task = Some(tokio::spawn(supervise(
+                plan.clone(),
+                args,
+                exe.to_path_buf(),
+                token.to_string(),
+                self.stop.subscribe(),
+            )));
             lines.push(format!(
                 "{:<18} host tandem-{} at {} on {} — {}; log {}",
                 plan.node,
@@ -93,19 +160,13 @@ impl MultiHost {
 
     /// Stops every agent, then removes every namespace and the bridge.
     pub async fn shutdown(self) {
-        let mut waits = Vec::new();
+        let _ = self.stop.send(true);
         let mut plans = Vec::new();
-        for (plan, child) in self.hosts {
-            if let Some(child) = child {
-                let node = plan.node.clone();
-                waits.push(tokio::spawn(async move {
-                    hosts::stop_agent(&node, child).await;
-                }));
+        for (plan, task) in self.hosts {
+            if let Some(task) = task {
+                let _ = task.await;
             }
             plans.push(plan);
-        }
-        for w in waits {
-            let _ = w.await;
         }
         for plan in &plans {
             hosts::delete_host(plan).await;
