@@ -9,6 +9,7 @@ pub mod admission;
 pub mod agent;
 pub mod bootstrap;
 pub mod clock;
+pub mod cluster_network;
 pub mod config;
 pub mod dns_config;
 pub mod emulated_exec;

@@ -97,6 +97,7 @@ impl State {
         let options = AdmissionOptions {
             privileged_allowed: self.options.allow_privileged,
             warnings: true,
+            default_tolerations: self.options.default_tolerations,
         };
         admission::admit(op, rt, obj, old, &lookups, &options)
     }
@@ -114,6 +115,7 @@ impl State {
         let options = AdmissionOptions {
             privileged_allowed: self.options.allow_privileged,
             warnings: false,
+            ..Default::default()
         };
         admission::pod_os::validate_all(spec, &Path::new("spec"), &options)
     }

@@ -104,7 +104,13 @@ impl ApiServer {
         // The `kubernetes` Service's address is a name of the server for pods (the default range's
         // 10.96.0.1 always is).
         let kubernetes_ip = options.service_ranges.kubernetes_ip().to_string();
-        let pki = Pki::load_or_create(&config.data_dir, &[kubernetes_ip])?;
+        // So is the address it listens on, when that is a particular one (`tandem up
+        // --multi-host` listens on its underlay bridge, where the hosts' agents join).
+        let mut sans = vec![kubernetes_ip];
+        if !config.bind.ip().is_unspecified() && !config.bind.ip().is_loopback() {
+            sans.push(config.bind.ip().to_string());
+        }
+        let pki = Pki::load_or_create(&config.data_dir, &sans)?;
         let registry = if options.metrics_api {
             crate::crds::CustomResources::default()
         } else {

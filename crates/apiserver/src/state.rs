@@ -71,6 +71,9 @@ pub struct Options {
     /// The PodSecurity admission plugin's cluster defaults and exemptions (its entry of
     /// `--admission-control-config-file`; privileged everywhere by default, as upstream).
     pub pod_security: crate::pod_security::PodSecurity,
+    /// `tolerationSeconds` of the default not-ready/unreachable tolerations
+    /// (`--default-not-ready-toleration-seconds`, `--default-unreachable-toleration-seconds`).
+    pub default_tolerations: tandem_core::admission::default_tolerations::DefaultTolerations,
 }
 
 impl Default for Options {
@@ -84,6 +87,7 @@ impl Default for Options {
             flow_control: Default::default(),
             metrics_api: true,
             pod_security: Default::default(),
+            default_tolerations: Default::default(),
         }
     }
 }

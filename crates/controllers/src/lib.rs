@@ -55,6 +55,9 @@ pub fn start_all(client: kube::Client, registry: Registry) -> scope::TaskScope {
 pub struct ControllerOptions {
     /// `--horizontal-pod-autoscaler-*`.
     pub hpa: hpa::HpaOptions,
+    /// How long a node may go unheard before it is `Unknown` (`--node-monitor-grace-period`;
+    /// `None`: upstream's 40 s).
+    pub node_monitor_grace_period: Option<std::time::Duration>,
     /// Controllers of add-ons switched off (`tandem up --disable`), by name: `servicelb`,
     /// `local-storage`, `smb`.
     pub disabled: Vec<&'static str>,
@@ -112,7 +115,12 @@ fn start_all_in_scope(client: kube::Client, registry: Registry, options: Control
         client.clone(),
         pods.clone(),
         nodes.clone(),
-        node_lifecycle::NodeLifecycleOptions::default(),
+        node_lifecycle::NodeLifecycleOptions {
+            node_monitor_grace_period: options.node_monitor_grace_period.unwrap_or(
+                node_lifecycle::NodeLifecycleOptions::default().node_monitor_grace_period,
+            ),
+            ..Default::default()
+        },
     ));
     spawn(node_ipam::run(
         client.clone(),

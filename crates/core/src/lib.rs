@@ -35,3 +35,13 @@ pub mod windows;
 /// address each, answered by stand-ins): the service proxy sends such pods traffic, and leaves
 /// out the pods of emulated nodes without it.
 pub const POD_NETWORK_ANNOTATION: &str = "node.tandem.dev/emulated-pod-network";
+
+/// Set by a node agent running the pod network between hosts (`tandem agent
+/// --pod-network-backend`) on its own Node: the backend it uses (`host-gw`, `vxlan`, `auto`).
+/// Other hosts route to its pod CIDR, and the service proxy counts its pods as reachable.
+pub const POD_NETWORK_BACKEND_ANNOTATION: &str = "node.tandem.dev/pod-network-backend";
+/// The MAC address of a host's VXLAN device (flannel's `backend-data` `VtepMAC`).
+pub const POD_NETWORK_VTEP_MAC_ANNOTATION: &str = "node.tandem.dev/pod-network-vtep-mac";
+/// The address other hosts send a host's pods' traffic to: tunnel endpoint, host-gw gateway
+/// (flannel's `public-ip`).
+pub const POD_NETWORK_PUBLIC_IP_ANNOTATION: &str = "node.tandem.dev/pod-network-public-ip";

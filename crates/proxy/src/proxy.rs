@@ -38,6 +38,11 @@ pub struct ProxyConfig {
     pub netns: Option<std::path::PathBuf>,
     /// Set for the proxy of an emulated Windows node (its pods' traffic only, Windows limits).
     pub windows: Option<rules::WindowsDataPlane>,
+    /// Whether this host runs the pod network between hosts (`tandem agent
+    /// --pod-network-backend`): the pods of every other node that runs it (annotated
+    /// [`tandem_core::POD_NETWORK_BACKEND_ANNOTATION`]) are then reachable endpoints, as
+    /// kube-proxy sends Service traffic to any pod of the cluster.
+    pub pod_network: bool,
 }
 
 /// Why the proxy could not start.
@@ -110,6 +115,7 @@ impl ServiceProxy {
             state: ClusterState::default(),
             emulated: BTreeSet::new(),
             networked: BTreeMap::new(),
+            pod_network: config.pod_network,
             contributions: HashMap::new(),
             hairpin: BTreeMap::new(),
             loaded: false,
@@ -199,8 +205,12 @@ struct Runner {
     state: ClusterState,
     /// Nodes whose runtime is emulated and whose pods are not on the network.
     emulated: BTreeSet<String>,
-    /// Emulated nodes whose pods are on this machine's network, with their pod ranges.
+    /// Other nodes whose pods this host reaches, with their pod ranges: emulated nodes whose
+    /// pods are on this machine's network, and (with the pod network between hosts) every
+    /// node that runs it.
     networked: BTreeMap<String, Cidr>,
+    /// Whether this host runs the pod network between hosts.
+    pod_network: bool,
     /// Per Service: what it put in the table, and the endpoints that get its traffic.
     contributions: HashMap<ServiceKey, Contribution>,
     hairpin: BTreeMap<Ipv4Addr, usize>,
@@ -294,7 +304,13 @@ impl Runner {
                         self.emulated.remove(&name);
                         self.networked.remove(&name);
                         match emulated_network(&n) {
-                            None => {}
+                            None => {
+                                if self.pod_network
+                                    && let Some(cidr) = routed_network(&n)
+                                {
+                                    self.networked.insert(name, cidr);
+                                }
+                            }
                             Some(Some(cidr)) => {
                                 self.networked.insert(name, cidr);
                             }
@@ -549,4 +565,65 @@ fn emulated_network(node: &Node) -> Option<Option<Cidr>> {
         .and_then(|s| s.pod_cidr.as_deref())
         .and_then(Cidr::parse);
     Some(if annotated { cidr } else { None })
+}
+
+/// The pod range of a node running real containers that takes part in the pod network between
+/// hosts (its agent annotates it with [`tandem_core::POD_NETWORK_BACKEND_ANNOTATION`]).
+fn routed_network(node: &Node) -> Option<Cidr> {
+    node.metadata
+        .annotations
+        .as_ref()
+        .filter(|a| a.contains_key(tandem_core::POD_NETWORK_BACKEND_ANNOTATION))?;
+    node.spec
+        .as_ref()
+        .and_then(|s| s.pod_cidr.as_deref())
+        .and_then(Cidr::parse)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::NodeSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn node(annotations: &[(&str, &str)], pod_cidr: Option<&str>) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some("n".into()),
+                annotations: Some(
+                    annotations
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                pod_cidr: pod_cidr.map(str::to_string),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn nodes_of_the_pod_network_between_hosts_have_reachable_pod_ranges() {
+        let backend = tandem_core::POD_NETWORK_BACKEND_ANNOTATION;
+        let table = [
+            (
+                node(&[(backend, "vxlan")], Some("10.244.3.0/24")),
+                Some("10.244.3.0/24"),
+            ),
+            (node(&[(backend, "host-gw")], Some("nonsense")), None),
+            (node(&[(backend, "auto")], None), None),
+            (node(&[], Some("10.244.3.0/24")), None),
+        ];
+        for (n, want) in table {
+            assert_eq!(
+                routed_network(&n).map(|c| c.to_string()).as_deref(),
+                want,
+                "{n:?}"
+            );
+        }
+    }
 }

@@ -75,8 +75,9 @@ pub struct Settings {
     pub cluster_cidr: Cidr,
     /// This node's pod range; the rest of `cluster_cidr` is refused (no route leads there).
     pub node_pod_cidr: Option<Cidr>,
-    /// Pod ranges of emulated nodes whose pods are on this machine's network (bridges of
-    /// their own): reachable too. Kept up to date from the Nodes.
+    /// Pod ranges of other nodes whose pods this host reaches: emulated nodes whose pods are on
+    /// this machine's network (bridges of their own), and the nodes of the pod network between
+    /// hosts when this host runs it. Kept up to date from the Nodes.
     pub emulated_pod_cidrs: Vec<Cidr>,
     /// The Service range: a connection to an address in it that no Service port matches is
     /// refused rather than sent to the default route.
@@ -439,9 +440,9 @@ pub fn full_script<'a>(
         format!("ip daddr {} reject", settings.service_cidr),
     ];
     if let Some(node) = settings.node_pod_cidr {
-        // Pod addresses of other nodes have no route here (pods of emulated nodes without a
-        // network of their own are not on it): refuse them instead of sending them to the
-        // default route.
+        // Pod addresses of nodes this host has no route to (pods of emulated nodes without a
+        // network of their own, hosts outside the pod network): refuse them instead of sending
+        // them to the default route.
         let reachable: Vec<String> = std::iter::once(node)
             .chain(settings.emulated_pod_cidrs.iter().copied())
             .map(|c| c.to_string())

@@ -48,6 +48,9 @@ pub enum BenchCommand {
     /// NetworkPolicy enforcement: with 1,000 policies, the time from a policy change to the
     /// node's nftables table applied (model, text, `nft -f` in a private network namespace).
     Netpol(crate::bench_netpol::NetpolBench),
+    /// Pod network between hosts (issue 33): pod-to-pod latency and throughput through the
+    /// VXLAN tunnel and host-gw routes next to the same pair on a plain link, and join → route.
+    Multihost(crate::bench_multihost::MultihostBench),
     /// Ingress controller: HTTP requests/s and latency through the ingress next to the same
     /// requests straight to the backends (stand-ins on loopback), new connections and kept-alive.
     Ingress(crate::bench_ingress::IngressBench),
@@ -311,6 +314,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Pull(b) => crate::bench_pull::run(b).await,
         BenchCommand::Services(b) => crate::bench_services::run(b).await,
         BenchCommand::Netpol(b) => crate::bench_netpol::run(b).await,
+        BenchCommand::Multihost(b) => crate::bench_multihost::run(b).await,
         BenchCommand::Ingress(b) => crate::bench_ingress::run(b).await,
         BenchCommand::Check(b) => crate::check::bench(b.objects),
         BenchCommand::Overload(b) => crate::bench_overload::run(b).await,
@@ -463,6 +467,9 @@ pub(crate) fn server_args(dir: &std::path::Path) -> ServerArgs {
         authorization_mode: Default::default(),
         metric_resolution: Duration::ZERO,
         hpa_sync_period: Duration::from_secs(15),
+        node_monitor_grace_period: None,
+        default_not_ready_toleration_seconds: 300,
+        default_unreachable_toleration_seconds: 300,
         hpa_downscale_stabilization: Duration::from_secs(300),
         disable: Vec::new(),
         store: Default::default(),

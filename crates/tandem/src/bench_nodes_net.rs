@@ -87,6 +87,7 @@ async fn measure_inner(client: kube::Client, report: &BenchReport) -> anyhow::Re
             bridge: None,
             netns: None,
             windows: None,
+            pod_network: false,
         },
     )
     .await

@@ -194,6 +194,7 @@ fn proxy_config(table: &str, netns: &PrivateNetns) -> anyhow::Result<ProxyConfig
         bridge: None,
         netns: netns.path(),
         windows: None,
+        pod_network: false,
     })
 }
 

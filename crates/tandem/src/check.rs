@@ -555,6 +555,7 @@ fn check_object(
     let options = AdmissionOptions {
         privileged_allowed: true,
         warnings: false,
+        ..Default::default()
     };
     missing_references(&rt, &obj, lookups, &mut |rule, field, message| {
         push(Severity::Warning, &label, Some(rule), Some(field), message)
@@ -816,6 +817,7 @@ fn placement(
         let options = AdmissionOptions {
             privileged_allowed: true,
             warnings: false,
+            ..Default::default()
         };
         // Errors were reported for the object itself.
         let _ = admission::admit(

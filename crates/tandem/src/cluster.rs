@@ -76,6 +76,10 @@ pub async fn start_with_metrics(
                 .map_err(|e| anyhow::anyhow!("invalid --admission-control-config-file: {e}"))?,
             None => Default::default(),
         },
+        default_tolerations: tandem_core::admission::default_tolerations::DefaultTolerations {
+            not_ready_seconds: args.default_not_ready_toleration_seconds,
+            unreachable_seconds: args.default_unreachable_toleration_seconds,
+        },
     };
     let server = ApiServer::start_with_options(config, dyn_store, options)
         .await
@@ -158,8 +162,50 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
         dns_upstreams = crate::node_network::parse_upstreams(up.dns_upstream.as_deref())
             .context("invalid --dns-upstream")?;
     }
-    // `tandem up --etcd`: a local etcd member first, then the control plane on it.
     let mut args = args;
+    // `tandem up --multi-host`: the underlay bridge first; the API server listens on it.
+    let mut multi_host = match up.as_ref().filter(|u| u.multi_host) {
+        Some(u) => {
+            let images_dir = u
+                .images_dir
+                .clone()
+                .or_else(crate::cri_node::default_images_dir)
+                .unwrap_or_else(|| PathBuf::from("target/images"));
+            let cri = match (
+                u.linux_runtime,
+                crate::cri_node::unavailable_reason(&images_dir),
+            ) {
+                (LinuxRuntime::Emulated, _) => false,
+                (LinuxRuntime::Cri, Some(why)) => anyhow::bail!("--linux-runtime cri: {why}"),
+                (_, Some(_)) => false,
+                (_, None) => true,
+            };
+            let data_dir = std::path::absolute(&args.data_dir).unwrap_or(args.data_dir.clone());
+            let settings = crate::multihost::PlanSettings {
+                data_dir: &data_dir,
+                underlay: &u.multi_host_underlay,
+                cluster_cidr: &u.cluster_cidr,
+                service_cidr: &args.service_cidr,
+                cluster_domain: &u.cluster_domain,
+                images_dir: &std::path::absolute(&images_dir).unwrap_or(images_dir.clone()),
+                backend: &u.pod_network_backend,
+                cri_nodes: if cri { usize::MAX } else { 0 },
+            };
+            tandem_agent::cluster_network::Backend::parse(&u.pod_network_backend).with_context(
+                || {
+                    format!(
+                        "--pod-network-backend must be auto, host-gw or vxlan, not {:?}",
+                        u.pod_network_backend
+                    )
+                },
+            )?;
+            let hosts = crate::multihost::MultiHost::prepare(&node_configs, &settings).await?;
+            args.bind_address = std::net::IpAddr::V4(hosts.gateway());
+            Some(hosts)
+        }
+        None => None,
+    };
+    // `tandem up --etcd`: a local etcd member first, then the control plane on it.
     let _local_etcd = match up.as_ref().filter(|u| u.etcd) {
         Some(u) => {
             let etcd =
@@ -212,6 +258,7 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
             downscale_stabilization: args.hpa_downscale_stabilization,
             ..Default::default()
         },
+        node_monitor_grace_period: args.node_monitor_grace_period,
         disabled: args
             .disable
             .iter()
@@ -309,6 +356,40 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
         let off: Vec<&str> = args.disable.iter().map(|a| a.name()).collect();
         println!("  add-ons off (--disable): {}", off.join(", "));
     }
+    if let Some(hosts) = multi_host.as_mut() {
+        let started = async {
+            let token = match &join_token {
+                Ok(_) => std::fs::read_to_string(args.data_dir.join("join-token"))
+                    .context("cannot read the join token")?,
+                Err(e) => anyhow::bail!("--multi-host needs the join token: {e:#}"),
+            };
+            let exe = std::env::current_exe().context("cannot find the tandem binary")?;
+            let url = format!("https://{}", server.local_addr);
+            for dir in hosts.identity_dirs() {
+                mint_data_plane_kubeconfigs(&server, &url, &dir)?;
+            }
+            hosts
+                .start(&exe, token.trim(), server.local_addr.port())
+                .await
+        }
+        .await;
+        match started {
+            Ok(lines) => {
+                println!("  hosts (--multi-host; ip netns exec tandem-NODE … to enter one):");
+                for line in lines {
+                    println!("    {line}");
+                }
+            }
+            Err(e) => {
+                if let Some(hosts) = multi_host.take() {
+                    hosts.shutdown().await;
+                }
+                return Err(e);
+            }
+        }
+        // The nodes are the hosts' agents, not this process's.
+        node_configs = Vec::new();
+    }
     let mut containerds = Vec::new();
     let mut agents: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     let mut networks = Vec::new();
@@ -360,33 +441,37 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
                         // containerd first (it makes the pods' bridge), then the proxy and
                         // DNS on that bridge, then the runtime, whose pods use the DNS.
                         let mut network = None;
-                        let cri =
-                            match crate::cri_node::start_containerd(&node, &node_dir, &images_dir)
-                                .await
-                            {
-                                Ok(ctrd) => {
-                                    network = Some(
-                                        start_node_network(
-                                            &server,
-                                            client.clone(),
-                                            &args,
-                                            up,
-                                            &dns_upstreams,
-                                            &mut node,
-                                            &ctrd,
-                                        )
-                                        .await,
-                                    );
-                                    crate::cri_node::start_runtime(
+                        let cri = match crate::cri_node::start_containerd(
+                            &node,
+                            &node_dir,
+                            &images_dir,
+                            None,
+                        )
+                        .await
+                        {
+                            Ok(ctrd) => {
+                                network = Some(
+                                    start_node_network(
+                                        &server,
+                                        client.clone(),
+                                        &args,
+                                        up,
+                                        &dns_upstreams,
                                         &mut node,
-                                        &node_dir,
-                                        ctrd,
-                                        node_client.clone(),
+                                        &ctrd,
                                     )
-                                    .await
-                                }
-                                Err(e) => Err(e),
-                            };
+                                    .await,
+                                );
+                                crate::cri_node::start_runtime(
+                                    &mut node,
+                                    &node_dir,
+                                    ctrd,
+                                    node_client.clone(),
+                                )
+                                .await
+                            }
+                            Err(e) => Err(e),
+                        };
                         if cri.is_err()
                             && let Some(network) = network.take()
                         {
@@ -467,6 +552,9 @@ pub async fn run(args: ServerArgs, up: Option<UpArgs>) -> anyhow::Result<()> {
     controllers.shutdown().await;
     // The node agents stop before their runtimes are torn down: an agent left running would
     // restart the containers the teardown removes, in sandboxes the teardown never sees.
+    if let Some(hosts) = multi_host {
+        hosts.shutdown().await;
+    }
     for agent in &agents {
         agent.abort();
     }
@@ -572,6 +660,7 @@ async fn start_windows_proxy(
             interface: net.bridge().to_string(),
             node_address: net.gateway(),
         }),
+        pod_network: false,
     };
     Ok(tandem_proxy::ServiceProxy::start(client, config).await?)
 }
@@ -619,6 +708,7 @@ async fn start_node_network(
         gateway,
         dns: !args.disabled(crate::Addon::Dns),
         network_policy: !args.disabled(crate::Addon::NetworkPolicy),
+        pod_network: false,
     };
     let clients = match node_network_clients(server, client.clone()).await {
         Ok(c) => c,
@@ -864,6 +954,29 @@ pub struct AgentArgs {
     pub ingress: crate::node_network::IngressArgs,
     #[command(flatten)]
     pub images: crate::image_args::ImageArgs,
+    /// The pod network between hosts (routes to the other nodes' pod CIDRs, as flannel):
+    /// `auto` — direct routes to hosts on this host's link, VXLAN to the others; `host-gw`;
+    /// `vxlan`; `none` — no routes to other hosts' pods. Off whatever it says when `--node-ip`
+    /// is a loopback address (every node on this one machine).
+    #[arg(long, value_name = "BACKEND", default_value = "auto")]
+    pub pod_network_backend: String,
+    /// The pod network's VXLAN network identifier (4096, as the Windows overlay network needs;
+    /// flannel's Linux default is 1).
+    #[arg(long, default_value_t = tandem_agent::cluster_network::DEFAULT_VNI)]
+    pub pod_network_vni: u32,
+    /// The pod network's VXLAN UDP port (4789, IANA's and the Windows overlay's; the Linux
+    /// kernel's own default is 8472).
+    #[arg(long, default_value_t = tandem_agent::cluster_network::DEFAULT_PORT)]
+    pub pod_network_port: u16,
+    /// A directory of kubeconfigs for the data plane of a `cri` node, each its own identity as
+    /// upstream's add-ons have: `kube-proxy.kubeconfig` (the service proxy,
+    /// `system:kube-proxy`), `coredns.kubeconfig` (the cluster DNS), `network-policy.kubeconfig`
+    /// (NetworkPolicy enforcement) and `installer.kubeconfig` (publishes the DNS Service, as
+    /// kubeadm's addon installer). A missing file leaves that part on the node's identity,
+    /// which may not read what it needs (Services, EndpointSlices cluster-wide). `tandem up
+    /// --multi-host` writes one per host.
+    #[arg(long, value_name = "DIR")]
+    pub data_plane_kubeconfigs: Option<PathBuf>,
     /// Credentials of the built-in ingress controller (a kubeconfig of the
     /// `kube-system/tandem-ingress-controller` ServiceAccount, which the bootstrap policy grants
     /// what it reads): the node's own identity may not read Secrets cluster-wide, so without
@@ -1016,6 +1129,7 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         Some(client) => client,
         None => kube::Client::try_from(config).context("cannot build the API client")?,
     };
+    let pod_network = pod_network_config(&args, &node)?;
     let shutdown = tokio::spawn(wait_for_shutdown());
     let mut cri = None;
     let mut network = None;
@@ -1054,7 +1168,13 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
             };
             let dns_upstreams = crate::node_network::parse_upstreams(args.dns_upstream.as_deref())
                 .context("invalid --dns-upstream")?;
-            let ctrd = crate::cri_node::start_containerd(&node, &node_dir, &images_dir).await?;
+            let ctrd = crate::cri_node::start_containerd(
+                &node,
+                &node_dir,
+                &images_dir,
+                pod_network.as_ref().map(|_| cluster_cidr.as_str()),
+            )
+            .await?;
             let pod_cidr = ctrd.pod_cidr();
             let settings = crate::node_network::NetworkSettings {
                 node_name: node.name.clone(),
@@ -1069,12 +1189,12 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
                 // The agent's own node network: its add-ons are the server's to switch off.
                 dns: true,
                 network_policy: true,
+                pod_network: pod_network.is_some(),
             };
-            let mut net = crate::node_network::NodeNetwork::start(
-                crate::node_network::Clients::all(client.clone()),
-                &settings,
-            )
-            .await;
+            let clients = data_plane_clients(&client, args.data_plane_kubeconfigs.as_deref())
+                .await
+                .context("invalid --data-plane-kubeconfigs")?;
+            let mut net = crate::node_network::NodeNetwork::start(clients, &settings).await;
             match &args.ingress_kubeconfig {
                 Some(path) => {
                     let ingress_client = client_from(path).await.with_context(|| {
@@ -1128,6 +1248,34 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
             cri = Some(node_cri);
         }
     }
+    let hosts = match pod_network {
+        Some(config) => match tandem_agent::cluster_network::controller::ClusterNetwork::start(
+            client.clone(),
+            config,
+        )
+        .await
+        {
+            Ok(n) => {
+                println!("  {}", n.summary());
+                Some(n)
+            }
+            Err(e) => {
+                println!("  pod network: not running — {:#}", anyhow::Error::from(e));
+                None
+            }
+        },
+        None => {
+            println!(
+                "  pod network: off ({})",
+                if args.pod_network_backend == "none" {
+                    "--pod-network-backend none"
+                } else {
+                    "--node-ip is a loopback address: one machine"
+                }
+            );
+            None
+        }
+    };
     let runtime = cri.as_ref().map(|c| c.runtime.clone());
     let result = tokio::select! {
         r = async {
@@ -1147,12 +1295,129 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     if let Some(net) = network {
         net.shutdown().await;
     }
+    if let Some(h) = hosts {
+        h.shutdown().await;
+    }
     if let Some(c) = &cri
         && let Err(e) = c.containerd.shutdown(true).await
     {
         eprintln!("tandem agent: containerd shutdown: {e}");
     }
     result
+}
+
+/// The data plane's file names in `--data-plane-kubeconfigs`, and who each authenticates as:
+/// (file, user, groups).
+/// (A certificate carries one group here; the add-ons' bindings name their users.)
+pub const DATA_PLANE_IDENTITIES: [(&str, &str, &[&str]); 4] = [
+    ("kube-proxy.kubeconfig", PROXY_USER, &[]),
+    (
+        "coredns.kubeconfig",
+        "system:serviceaccount:kube-system:coredns",
+        &[],
+    ),
+    (
+        "network-policy.kubeconfig",
+        "system:serviceaccount:kube-system:tandem-network-policy-agent",
+        &[],
+    ),
+    (
+        "installer.kubeconfig",
+        "kubernetes-admin",
+        &["system:masters"],
+    ),
+];
+
+/// The clients of a `cri` agent's data plane: those of `dir` that exist, the node's otherwise.
+async fn data_plane_clients(
+    node: &kube::Client,
+    dir: Option<&std::path::Path>,
+) -> anyhow::Result<crate::node_network::Clients> {
+    let mut clients = crate::node_network::Clients::all(node.clone());
+    let Some(dir) = dir else {
+        return Ok(clients);
+    };
+    for (file, _, _) in DATA_PLANE_IDENTITIES {
+        let path = dir.join(file);
+        if !path.is_file() {
+            continue;
+        }
+        let client = client_from(&path).await?;
+        match file {
+            "kube-proxy.kubeconfig" => clients.proxy = client,
+            "coredns.kubeconfig" => clients.dns = client,
+            "network-policy.kubeconfig" => clients.netpol = client,
+            _ => clients.installer = client,
+        }
+    }
+    Ok(clients)
+}
+
+/// Writes the kubeconfigs of [`DATA_PLANE_IDENTITIES`] into `dir` (mode 0600), for agents that
+/// reach the API server at `url` (`tandem up --multi-host`'s hosts).
+pub fn mint_data_plane_kubeconfigs(
+    server: &ApiServer,
+    url: &str,
+    dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (file, user, groups) in DATA_PLANE_IDENTITIES {
+        let yaml = server
+            .pki
+            .mint_kubeconfig(url, user, groups, COMPONENT_CERT_VALIDITY)
+            .with_context(|| format!("cannot issue a certificate for {user}"))?;
+        let path = dir.join(file);
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        std::io::Write::write_all(&mut f, yaml.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The pod network between hosts that `tandem agent`'s flags ask for; `None` when off
+/// (`--pod-network-backend none`, or a loopback `--node-ip`).
+fn pod_network_config(
+    args: &AgentArgs,
+    node: &NodeConfig,
+) -> anyhow::Result<Option<tandem_agent::cluster_network::controller::ClusterNetworkConfig>> {
+    use tandem_agent::cluster_network::{Backend, controller::ClusterNetworkConfig};
+    if args.pod_network_backend == "none" {
+        return Ok(None);
+    }
+    let backend = Backend::parse(&args.pod_network_backend).with_context(|| {
+        format!(
+            "--pod-network-backend must be auto, host-gw, vxlan or none, not {:?}",
+            args.pod_network_backend
+        )
+    })?;
+    if args.pod_network_vni == 0 || args.pod_network_vni >= 1 << 24 {
+        anyhow::bail!("--pod-network-vni must be between 1 and 16777215");
+    }
+    if args.pod_network_port == 0 {
+        anyhow::bail!("--pod-network-port must not be 0");
+    }
+    let public_ip = match args.node_ip {
+        std::net::IpAddr::V4(ip) if ip.is_loopback() => return Ok(None),
+        std::net::IpAddr::V4(ip) => ip,
+        std::net::IpAddr::V6(_) => {
+            anyhow::bail!("the pod network between hosts is IPv4 only: --node-ip must be IPv4")
+        }
+    };
+    Ok(Some(ClusterNetworkConfig {
+        node_name: node.name.clone(),
+        backend,
+        vni: args.pod_network_vni,
+        port: args.pod_network_port,
+        public_ip,
+        pod_cidr: node.pod_cidr.clone(),
+    }))
 }
 
 /// The /16 that holds a pod CIDR such as `10.244.3.0/24`.

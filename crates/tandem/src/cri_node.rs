@@ -55,16 +55,19 @@ pub async fn start(
     images_dir: &Path,
     kube: kube::Client,
 ) -> anyhow::Result<CriNode> {
-    let ctrd = start_containerd(node, node_dir, images_dir).await?;
+    let ctrd = start_containerd(node, node_dir, images_dir, None).await?;
     start_runtime(node, node_dir, ctrd, kube).await
 }
 
 /// The first half of [`start`]: containerd, with the pods' bridge in place, so that what must
 /// listen on the bridge (cluster DNS, the API for pods) can start before the node's pods do.
+/// `routed_cluster_cidr` is the cluster's pod range when other hosts' pods are routed here (the
+/// pod network between hosts): pods' traffic to it is not masqueraded.
 pub async fn start_containerd(
     node: &NodeConfig,
     node_dir: &Path,
     images_dir: &Path,
+    routed_cluster_cidr: Option<&str>,
 ) -> anyhow::Result<Containerd> {
     let cidr = node
         .pod_cidr
@@ -73,6 +76,7 @@ pub async fn start_containerd(
     let mut opts = ContainerdOptions::new(node_dir.join("containerd"), cidr);
     opts.image_archives = image_archives_in(images_dir);
     opts.registries = node.registries.clone();
+    opts.cluster_cidr = routed_cluster_cidr.map(str::to_string);
     Containerd::start(opts)
         .await
         .context("cannot start containerd")

@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_ingress;
+mod bench_multihost;
 mod bench_netpol;
 mod bench_nodes_net;
 mod bench_overload;
@@ -23,6 +24,7 @@ mod image_args;
 mod images_cmd;
 mod leader;
 mod local_etcd;
+mod multihost;
 mod node_network;
 mod rotating_client;
 mod store;
@@ -52,9 +54,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Runs the control plane: the API server on its embedded store.
-    Server(ServerArgs),
+    Server(Box<ServerArgs>),
     /// Runs the whole cluster in one process, in the foreground: control plane and node agents.
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// Runs one node agent that joins a server.
     Agent(Box<cluster::AgentArgs>),
     /// Runs a scheduler alone against an API server, as kube-scheduler runs beside
@@ -123,6 +125,18 @@ pub struct ServerArgs {
     /// (kube-controller-manager's flag).
     #[arg(long = "horizontal-pod-autoscaler-sync-period", default_value = "15s", value_parser = leader::parse_go_duration)]
     pub hpa_sync_period: std::time::Duration,
+    /// How long a node may go unheard before the node lifecycle controller marks it `Unknown`
+    /// and taints it unreachable (kube-controller-manager's flag; upstream's 40s).
+    #[arg(long, value_parser = leader::parse_go_duration)]
+    pub node_monitor_grace_period: Option<std::time::Duration>,
+    /// `tolerationSeconds` of the `node.kubernetes.io/not-ready:NoExecute` toleration every pod
+    /// gets (kube-apiserver's DefaultTolerationSeconds flag).
+    #[arg(long, default_value_t = 300)]
+    pub default_not_ready_toleration_seconds: i64,
+    /// `tolerationSeconds` of the `node.kubernetes.io/unreachable:NoExecute` toleration every
+    /// pod gets: how long pods stay on a lost host before they are evicted.
+    #[arg(long, default_value_t = 300)]
+    pub default_unreachable_toleration_seconds: i64,
     /// The down-scale stabilization window of HPAs that set none in `behavior`
     /// (kube-controller-manager's flag).
     #[arg(long = "horizontal-pod-autoscaler-downscale-stabilization", default_value = "5m0s", value_parser = leader::parse_go_duration)]
@@ -231,6 +245,20 @@ pub struct UpArgs {
     /// 2379, which the Debian package's own etcd service takes where systemd runs it.
     #[arg(long, default_value_t = 2479, requires = "etcd")]
     pub etcd_port: u16,
+    /// Make every node a simulated host of its own: a network namespace `tandem-NODE` with
+    /// `eth0` on an underlay bridge, and its own `tandem agent` process joined with the join
+    /// token (Linux nodes on their own containerd), linked by the pod network between hosts.
+    /// The API server then listens on the bridge's address. Needs root.
+    #[arg(long)]
+    pub multi_host: bool,
+    /// The underlay network of `--multi-host` (the bridge takes the first address, hosts the
+    /// next ones).
+    #[arg(long, default_value = multihost::DEFAULT_UNDERLAY, requires = "multi_host")]
+    pub multi_host_underlay: String,
+    /// The pod network between the hosts of `--multi-host`: `auto`, `host-gw` or `vxlan`
+    /// (see `tandem agent --pod-network-backend`).
+    #[arg(long, default_value = "auto", requires = "multi_host")]
+    pub pod_network_backend: String,
 }
 
 /// `on` or `off`.
@@ -314,10 +342,10 @@ fn main() -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
         match cli.command {
-            Command::Server(args) => cluster::run(args, None).await,
+            Command::Server(args) => cluster::run(*args, None).await,
             Command::Up(args) => {
                 let server = args.server.clone();
-                cluster::run(server, Some(args)).await
+                cluster::run(server, Some(*args)).await
             }
             Command::Agent(args) => cluster::run_agent(*args).await,
             Command::Scheduler(args) => cluster::run_scheduler(args).await,

@@ -31,6 +31,9 @@ pub struct NetworkSettings {
     pub dns: bool,
     /// `--disable network-policy`: NetworkPolicies are not enforced here.
     pub network_policy: bool,
+    /// Whether this host runs the pod network between hosts: the proxy then sends Service
+    /// traffic to the pods of the other hosts in it.
+    pub pod_network: bool,
 }
 
 /// Flags of the ingress controller (`tandem up`, `tandem agent --container-runtime cri`).
@@ -253,6 +256,7 @@ async fn start_proxy(client: kube::Client, s: &NetworkSettings) -> anyhow::Resul
         bridge: Some(s.bridge.clone()),
         netns: None,
         windows: None,
+        pod_network: s.pod_network,
     };
     Ok(ServiceProxy::start(client, config).await?)
 }

@@ -60,7 +60,7 @@ fn io_failed(what: impl Into<String>) -> impl FnOnce(io::Error) -> PodNetError {
 }
 
 /// An IPv4 network: address and prefix length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Net {
     pub addr: Ipv4Addr,
     pub prefix: u8,

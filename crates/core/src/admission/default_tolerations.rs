@@ -15,6 +15,24 @@ pub const TAINT_NODE_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 /// Upstream's `--default-not-ready-toleration-seconds` / `--default-unreachable-toleration-seconds`.
 pub const DEFAULT_TOLERATION_SECONDS: i64 = 300;
 
+/// The `tolerationSeconds` of the two added tolerations (kube-apiserver's
+/// `--default-not-ready-toleration-seconds` and `--default-unreachable-toleration-seconds`,
+/// 300 each by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DefaultTolerations {
+    pub not_ready_seconds: i64,
+    pub unreachable_seconds: i64,
+}
+
+impl Default for DefaultTolerations {
+    fn default() -> Self {
+        DefaultTolerations {
+            not_ready_seconds: DEFAULT_TOLERATION_SECONDS,
+            unreachable_seconds: DEFAULT_TOLERATION_SECONDS,
+        }
+    }
+}
+
 /// Upstream's own check in this plugin, deliberately looser than
 /// `scheduling::taints::tolerates` (which needs a taint's value): a toleration with the taint's
 /// key or an empty key, and the `NoExecute` effect or an empty one, counts whatever its operator.
@@ -26,9 +44,14 @@ fn tolerates(tolerations: &[Value], taint: &str) -> bool {
     })
 }
 
-/// Adds the default not-ready/unreachable tolerations the pod lacks. Objects without an object
-/// `spec` are left alone.
+/// Adds the default not-ready/unreachable tolerations the pod lacks, with upstream's 300 s.
+/// Objects without an object `spec` are left alone.
 pub fn admit(pod: &mut Value) {
+    admit_with(pod, DefaultTolerations::default());
+}
+
+/// [`admit`] with the given `tolerationSeconds`.
+pub fn admit_with(pod: &mut Value, seconds: DefaultTolerations) {
     let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };
@@ -38,13 +61,16 @@ pub fn admit(pod: &mut Value) {
         .cloned()
         .unwrap_or_default();
     let mut added = Vec::new();
-    for taint in [TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE] {
+    for (taint, secs) in [
+        (TAINT_NODE_NOT_READY, seconds.not_ready_seconds),
+        (TAINT_NODE_UNREACHABLE, seconds.unreachable_seconds),
+    ] {
         if !tolerates(&existing, taint) {
             added.push(json!({
                 "key": taint,
                 "operator": "Exists",
                 "effect": "NoExecute",
-                "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+                "tolerationSeconds": secs,
             }));
         }
     }
@@ -67,6 +93,21 @@ mod tests {
     }
     fn unreachable() -> Value {
         json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
+    }
+
+    #[test]
+    fn configured_toleration_seconds_are_used() {
+        let mut pod = json!({"spec": {"tolerations": [not_ready()]}});
+        admit_with(
+            &mut pod,
+            DefaultTolerations {
+                not_ready_seconds: 7,
+                unreachable_seconds: 5,
+            },
+        );
+        let mut want = unreachable();
+        want["tolerationSeconds"] = json!(5);
+        assert_eq!(pod["spec"]["tolerations"], json!([not_ready(), want]));
     }
 
     #[test]

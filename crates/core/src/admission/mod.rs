@@ -191,6 +191,8 @@ pub struct AdmissionOptions {
     pub privileged_allowed: bool,
     /// Whether to compute the beyond-upstream Windows warnings.
     pub warnings: bool,
+    /// The DefaultTolerationSeconds plugin's `tolerationSeconds`.
+    pub default_tolerations: default_tolerations::DefaultTolerations,
 }
 
 impl Default for AdmissionOptions {
@@ -198,6 +200,7 @@ impl Default for AdmissionOptions {
         AdmissionOptions {
             privileged_allowed: true,
             warnings: true,
+            default_tolerations: Default::default(),
         }
     }
 }
@@ -261,7 +264,7 @@ pub fn admit(
                 let rc = rc_name.as_deref().and_then(|n| lookups.runtime_class(n));
                 runtime_class::admit(obj, rc.as_ref(), rc_name.as_deref())?;
                 gmsa::admit_create(obj, |n| lookups.gmsa_credential_spec(n))?;
-                default_tolerations::admit(obj);
+                default_tolerations::admit_with(obj, options.default_tolerations);
             }
             Operation::Update => {
                 if let Some(old) = old {

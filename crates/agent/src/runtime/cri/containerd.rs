@@ -284,6 +284,11 @@ pub struct ContainerdOptions {
     pub start_timeout: Duration,
     /// How long containerd may take to exit after SIGTERM before it is killed.
     pub stop_timeout: Duration,
+    /// The cluster's pod range, when other hosts' pods are routed here (the pod network
+    /// between hosts): traffic from pods to it keeps the pods' addresses, as flannel's
+    /// `ip-masq` leaves it, so peers and NetworkPolicy see the real source. `None`: only
+    /// traffic staying on the bridge is left unmasqueraded.
+    pub cluster_cidr: Option<String>,
 }
 
 impl ContainerdOptions {
@@ -306,6 +311,7 @@ impl ContainerdOptions {
             cni_bin_dir: None,
             start_timeout: Duration::from_secs(15),
             stop_timeout: Duration::from_secs(10),
+            cluster_cidr: None,
         }
     }
 }
@@ -791,7 +797,13 @@ impl Containerd {
             containerd.stop_process().await;
             return Err(error);
         }
-        masquerade(MasqueradeOp::Ensure, &cidr, &containerd.options.bridge_name).await;
+        masquerade(
+            MasqueradeOp::Ensure,
+            &cidr,
+            &containerd.options.bridge_name,
+            containerd.options.cluster_cidr.as_deref(),
+        )
+        .await;
         ensure_bridge(&containerd.options.bridge_name, &cidr).await;
         Ok(containerd)
     }
@@ -934,7 +946,13 @@ impl Containerd {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             }
-            masquerade(MasqueradeOp::Remove, &self.cidr, &self.options.bridge_name).await;
+            masquerade(
+                MasqueradeOp::Remove,
+                &self.cidr,
+                &self.options.bridge_name,
+                self.options.cluster_cidr.as_deref(),
+            )
+            .await;
             delete_bridge(&self.options.bridge_name).await;
             remove_cgroups(cgroup_fs, &self.options.cgroup_root);
         }
@@ -1196,12 +1214,22 @@ enum MasqueradeOp {
 
 /// The `iptables` arguments after the operation flag for the rule that masquerades traffic
 /// from the pod CIDR leaving through any interface other than the bridge (traffic between pods,
-/// and to the host, keeps the pods' addresses).
-fn masquerade_rule(cidr: &Ipv4Cidr, bridge: &str) -> Vec<String> {
+/// and to the host, keeps the pods' addresses) and, with `cluster`, not to the cluster's pod
+/// range (other hosts' pods).
+fn masquerade_rule(cidr: &Ipv4Cidr, bridge: &str, cluster: Option<&str>) -> Vec<String> {
+    let mut head = vec![
+        "POSTROUTING".to_string(),
+        "-s".to_string(),
+        cidr.to_string(),
+    ];
+    if let Some(cluster) = cluster {
+        head.extend(["!".to_string(), "-d".to_string(), cluster.to_string()]);
+    }
+    head.into_iter().chain(masquerade_tail(bridge)).collect()
+}
+
+fn masquerade_tail(bridge: &str) -> Vec<String> {
     [
-        "POSTROUTING",
-        "-s",
-        &cidr.to_string(),
         "!",
         "-o",
         bridge,
@@ -1220,8 +1248,8 @@ fn masquerade_rule(cidr: &Ipv4Cidr, bridge: &str) -> Vec<String> {
 /// Adds or removes the pod CIDR's masquerade rule in `nat POSTROUTING`. Best effort: without
 /// it, pods still reach each other and the host, and the host reaches them; only traffic to
 /// other machines lacks NAT, so a failure is a warning.
-async fn masquerade(op: MasqueradeOp, cidr: &Ipv4Cidr, bridge: &str) {
-    let rule = masquerade_rule(cidr, bridge);
+async fn masquerade(op: MasqueradeOp, cidr: &Ipv4Cidr, bridge: &str, cluster: Option<&str>) {
+    let rule = masquerade_rule(cidr, bridge, cluster);
     let iptables = |flag: &str| {
         let mut command = Command::new("iptables");
         command.args(["-w", "5", "-t", "nat", flag]).args(&rule);
@@ -1628,10 +1656,15 @@ mod tests {
     #[test]
     fn one_masquerade_rule_covers_the_pod_cidr_leaving_the_bridge() {
         let cidr = Ipv4Cidr::parse("10.251.3.0/24").expect("valid");
-        let rule = masquerade_rule(&cidr, "tdm0123abcd").join(" ");
+        let rule = masquerade_rule(&cidr, "tdm0123abcd", None).join(" ");
         assert_eq!(
             rule,
             "POSTROUTING -s 10.251.3.0/24 ! -o tdm0123abcd -m comment --comment tandem: masquerade the pods of tdm0123abcd -j MASQUERADE"
+        );
+        let rule = masquerade_rule(&cidr, "tdm0123abcd", Some("10.251.0.0/16")).join(" ");
+        assert_eq!(
+            rule,
+            "POSTROUTING -s 10.251.3.0/24 ! -d 10.251.0.0/16 ! -o tdm0123abcd -m comment --comment tandem: masquerade the pods of tdm0123abcd -j MASQUERADE"
         );
     }
 
