@@ -62,6 +62,22 @@ fn at<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a Value> {
 }
 
 impl State {
+    /// A namespace's labels from the watch cache's precomputed attributes (no decoding of the
+    /// object: this runs on every pod write).
+    fn namespace_labels(&self, ns: &str) -> BTreeMap<String, String> {
+        let Some(rt) = self.registry.by_plural("", "v1", "namespaces") else {
+            return BTreeMap::new();
+        };
+        let Some(o) = self.cache.get(&rt, &rt.key(None, ns)) else {
+            return BTreeMap::new();
+        };
+        o.attrs(&rt)
+            .labels
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+            .collect()
+    }
+
     /// The pods of `ns` as (name, metadata, spec), from the watch cache.
     fn namespace_pods(&self, ns: &str) -> Vec<(String, Value, Value)> {
         let Some(rt) = self.registry.by_plural("", "v1", "pods") else {
@@ -117,10 +133,7 @@ impl State {
         if config.exempt_namespace(ns) || config.exempt_user(&ctx.user.name) {
             return Ok(());
         }
-        let ns_labels = self
-            .namespace_object(ns)
-            .map(|n| labels(&n))
-            .unwrap_or_default();
+        let ns_labels = self.namespace_labels(ns);
         let (policy, label_errors) = pss::policy_from_labels(&ns_labels, config.defaults);
         if label_errors.is_empty() && policy.fully_privileged() {
             return Ok(());
