@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use tandem_core::admission::Operation;
 use tandem_core::admission::pod_security::{self as pss, Configuration, Level, Policy};
+use tandem_core::admission::{Operation, at};
 use tandem_core::registry::ResourceType;
 
 use crate::error::{ApiError, ApiResult};
@@ -55,10 +55,6 @@ fn labels(obj: &Value) -> BTreeMap<String, String> {
         .flatten()
         .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
         .collect()
-}
-
-fn at<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a Value> {
-    keys.iter().try_fold(v, |cur, k| cur.get(*k))
 }
 
 impl State {

@@ -309,8 +309,7 @@ fn resource_metric(
         Ok(metrics::samples(usage, resource, container))
     };
     if let Some(avg) = &target.average_value {
-        let target_milli =
-            tandem_core::validation::quantity::Quantity::parse(&avg.0).map_or(0, replicas::milli);
+        let target_milli = quantity_milli(Some(avg)).unwrap_or(0);
         let (replicas, usage) = calc
             .raw_resource_replicas(
                 input.spec_replicas,
@@ -388,6 +387,65 @@ fn quantity_milli(q: Option<&Quantity>) -> Option<i64> {
     q.map(|q| tandem_core::validation::quantity::Quantity::parse(&q.0).map_or(0, replicas::milli))
 }
 
+/// The target of an Object or External metric: the whole usage against a `Value`, or per
+/// replica against an `AverageValue` (in milli-units).
+enum WholeTarget {
+    Value(i64),
+    AverageValue(i64),
+}
+
+/// `Value` wins when both are set, as upstream checks it first.
+fn whole_metric_target(
+    target: &k8s_openapi::api::autoscaling::v2::MetricTarget,
+    source: &str,
+) -> Result<WholeTarget, String> {
+    match (
+        quantity_milli(target.value.as_ref()),
+        quantity_milli(target.average_value.as_ref()),
+    ) {
+        (Some(v), _) => Ok(WholeTarget::Value(v)),
+        (None, Some(a)) => Ok(WholeTarget::AverageValue(a)),
+        (None, None) => Err(format!(
+            "invalid {source} metric source: neither a value target nor an average value target was set"
+        )),
+    }
+}
+
+/// Replicas and current value of an Object or External metric whose whole usage is `usage`:
+/// upstream's `getUsageRatioReplicaCount` for a `Value`, the per-pod variants for an
+/// `AverageValue`.
+fn whole_metric_replicas(
+    ctx: &Ctx,
+    input: &MetricInput<'_>,
+    usage: i64,
+    target: WholeTarget,
+) -> (i32, MetricValueStatus) {
+    let calc = &ctx.options.calculator;
+    match target {
+        WholeTarget::Value(target) => (
+            calc.usage_ratio_replicas(
+                input.spec_replicas,
+                usage as f64 / target.max(1) as f64,
+                ready_pods(input.pods),
+            ),
+            MetricValueStatus {
+                value: Some(Quantity(milli_quantity(usage))),
+                ..Default::default()
+            },
+        ),
+        WholeTarget::AverageValue(target) => {
+            let (replicas, per_pod) = calc.per_pod_replicas(input.status_replicas, usage, target);
+            (
+                replicas,
+                MetricValueStatus {
+                    average_value: Some(Quantity(milli_quantity(per_pod))),
+                    ..Default::default()
+                },
+            )
+        }
+    }
+}
+
 /// Upstream `computeStatusForPodsMetric`: a custom metric of every pod against an average.
 async fn pods_metric(
     ctx: &Ctx,
@@ -454,14 +512,7 @@ async fn object_metric(
         kind: described.kind.clone(),
         name: described.name.clone(),
     };
-    let value = quantity_milli(source.target.value.as_ref());
-    let average = quantity_milli(source.target.average_value.as_ref());
-    if value.is_none() && average.is_none() {
-        return Err(
-            "invalid object metric source: neither a value target nor an average value target was set"
-                .into(),
-        );
-    }
+    let target = whole_metric_target(&source.target, "object")?;
     let usage = ctx
         .custom_metrics
         .object_metric(
@@ -477,31 +528,7 @@ async fn object_metric(
                 object.kind, input.namespace, object.name
             )
         })?;
-    let calc = &ctx.options.calculator;
-    let (replicas, current) = match (value, average) {
-        (Some(target), _) => (
-            calc.usage_ratio_replicas(
-                input.spec_replicas,
-                usage as f64 / target.max(1) as f64,
-                ready_pods(input.pods),
-            ),
-            MetricValueStatus {
-                value: Some(Quantity(milli_quantity(usage))),
-                ..Default::default()
-            },
-        ),
-        (None, target) => {
-            let (replicas, per_pod) =
-                calc.per_pod_replicas(input.status_replicas, usage, target.unwrap_or(1));
-            (
-                replicas,
-                MetricValueStatus {
-                    average_value: Some(Quantity(milli_quantity(per_pod))),
-                    ..Default::default()
-                },
-            )
-        }
-    };
+    let (replicas, current) = whole_metric_replicas(ctx, input, usage, target);
     Ok(Proposal {
         replicas,
         metric: format!("{} metric {name}", object.kind),
@@ -530,14 +557,7 @@ async fn external_metric(
         .ok_or("invalid external metric source: external is not set")?;
     let name = &source.metric.name;
     let selector = metric_selector(source.metric.selector.as_ref());
-    let value = quantity_milli(source.target.value.as_ref());
-    let average = quantity_milli(source.target.average_value.as_ref());
-    if value.is_none() && average.is_none() {
-        return Err(
-            "invalid external metric source: neither a value target nor an average value target was set"
-                .into(),
-        );
-    }
+    let target = whole_metric_target(&source.target, "external")?;
     let usage: i64 = ctx
         .custom_metrics
         .external_metric(input.namespace, name, &selector)
@@ -550,31 +570,7 @@ async fn external_metric(
         })?
         .iter()
         .fold(0i64, |sum, v| sum.saturating_add(*v));
-    let calc = &ctx.options.calculator;
-    let (replicas, current) = match (value, average) {
-        (Some(target), _) => (
-            calc.usage_ratio_replicas(
-                input.spec_replicas,
-                usage as f64 / target.max(1) as f64,
-                ready_pods(input.pods),
-            ),
-            MetricValueStatus {
-                value: Some(Quantity(milli_quantity(usage))),
-                ..Default::default()
-            },
-        ),
-        (None, target) => {
-            let (replicas, per_pod) =
-                calc.per_pod_replicas(input.status_replicas, usage, target.unwrap_or(1));
-            (
-                replicas,
-                MetricValueStatus {
-                    average_value: Some(Quantity(milli_quantity(per_pod))),
-                    ..Default::default()
-                },
-            )
-        }
-    };
+    let (replicas, current) = whole_metric_replicas(ctx, input, usage, target);
     Ok(Proposal {
         replicas,
         metric: format!("external metric {name}({selector})"),

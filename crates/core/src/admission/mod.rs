@@ -220,7 +220,8 @@ pub fn pod_spec_location(rt: &ResourceType) -> Option<&'static [&'static str]> {
     }
 }
 
-fn at<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a Value> {
+/// The value at `keys` under `v` (object fields only).
+pub fn at<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a Value> {
     keys.iter().try_fold(v, |cur, k| cur.get(*k))
 }
 
